@@ -1,0 +1,77 @@
+// Package activities holds the Temporal activities of ctxflow and the ports
+// (interfaces) they call. Adapters for concrete vendors live in sub-packages
+// (ollama, transcript, tiktoken, ...) and are the only importers of vendor SDKs.
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// ChatRequest is one call to a chat model.
+type ChatRequest struct {
+	// Model is the provider's model name, e.g. "qwen2.5:0.5b".
+	Model string
+	// Messages is the model view of the conversation, oldest first.
+	Messages []convo.ModelMessage
+	// Options are sampling options; zero values mean "provider default".
+	Options ModelOptions
+	// Format, when non-empty, is a JSON schema (or the literal "json") the
+	// answer must follow.
+	Format []byte
+}
+
+// ModelOptions are per-call generation options.
+type ModelOptions struct {
+	Temperature *float64
+	NumCtx      int
+	NumPredict  int
+	Seed        *int
+}
+
+// ChatResponse is a finished chat call.
+type ChatResponse struct {
+	Content string
+	Model   string
+	// PromptTokens and CompletionTokens are the provider's own counts
+	// (Ollama's prompt_eval_count and eval_count); zero when unknown.
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// ChatModel generates assistant messages. Implementations must honour ctx
+// cancellation and classify their errors: a *ModelError with Retryable=false
+// for requests that will never succeed (unknown model, bad request), anything
+// else is treated as transient.
+type ChatModel interface {
+	// Chat returns the complete answer. If onDelta is non-nil it is called
+	// with each streamed fragment, in order, before Chat returns.
+	Chat(ctx context.Context, req ChatRequest, onDelta func(delta string)) (ChatResponse, error)
+}
+
+// ModelError is a classified model failure.
+type ModelError struct {
+	// StatusCode is the HTTP status the provider answered, 0 if none.
+	StatusCode int
+	// Retryable says whether the same request may succeed later.
+	Retryable bool
+	Message   string
+	Err       error
+}
+
+func (e *ModelError) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// IsPermanent reports whether err is a model error that must not be retried.
+func IsPermanent(err error) bool {
+	var me *ModelError
+	return errors.As(err, &me) && !me.Retryable
+}
