@@ -75,3 +75,41 @@ func IsPermanent(err error) bool {
 	var me *ModelError
 	return errors.As(err, &me) && !me.Retryable
 }
+
+// TranscriptStore keeps every message of every session (the full
+// transcript) and a snapshot of each session's working state. Workflow
+// history holds only ids; bodies live here.
+//
+// A session is named by its tenant and id. Appends are idempotent by message
+// id: appending a message whose id exists is a no-op that reports the stored
+// message, so a retried activity never duplicates a message.
+type TranscriptStore interface {
+	// Append adds m to the session's tree and returns the stored message
+	// (the existing one if m.ID was already there). The parent must exist.
+	Append(ctx context.Context, s SessionKey, m convo.Message) (stored convo.Message, existed bool, err error)
+	// Get returns one message.
+	Get(ctx context.Context, s SessionKey, id string) (convo.Message, bool, error)
+	// Messages returns the messages with the given ids, in that order; a
+	// missing id is an error.
+	Messages(ctx context.Context, s SessionKey, ids []string) ([]convo.Message, error)
+	// Window trims the branch ending at leafID; O(window), not O(history).
+	Window(ctx context.Context, s SessionKey, leafID string, cfg convo.WindowConfig) (convo.Trimmed, error)
+	// Branch returns the branch root → leafID (the display transcript).
+	Branch(ctx context.Context, s SessionKey, leafID string) ([]convo.Message, error)
+	// Len returns the number of messages in the session.
+	Len(ctx context.Context, s SessionKey) (int, error)
+	// SaveSnapshot stores the session's working state; LoadSnapshot returns
+	// the last one stored (ok false if none).
+	SaveSnapshot(ctx context.Context, s SessionKey, snapshot []byte) error
+	LoadSnapshot(ctx context.Context, s SessionKey) (snapshot []byte, ok bool, err error)
+	// Delete removes the session's transcript and snapshot.
+	Delete(ctx context.Context, s SessionKey) error
+}
+
+// SessionKey names a session in the stores.
+type SessionKey struct {
+	Tenant    string `json:"tenant"`
+	SessionID string `json:"sessionId"`
+}
+
+func (k SessionKey) String() string { return k.Tenant + "/" + k.SessionID }

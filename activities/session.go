@@ -1,0 +1,245 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// Session holds the ports the session pipeline's activities use. Its methods
+// are registered as activities; workflows call them through a nil *Session.
+type Session struct {
+	Transcript TranscriptStore
+	Model      ChatModel
+	Tokenizer  convo.Tokenizer
+	// Engine names the model provider in turn results ("ollama", "offline").
+	Engine string
+	Log    *slog.Logger
+}
+
+// Error types of non-retryable activity failures.
+const (
+	ErrTypeModelPermanent = "ModelPermanent"
+	ErrTypeBadInput       = "BadInput"
+)
+
+// MessageIDs of a turn: deterministic, so that retries and repeats of the
+// same turn find what the first attempt stored.
+func userMessageID(turnID string) string      { return turnID + ".u" }
+func assistantMessageID(turnID string) string { return turnID + ".a" }
+
+// LoadContextInput asks for the model view of a new turn.
+type LoadContextInput struct {
+	Session      SessionKey         `json:"session"`
+	TurnID       string             `json:"turnId"`
+	Question     string             `json:"question"`
+	ParentID     string             `json:"parentId,omitempty"`
+	Window       convo.WindowConfig `json:"window"`
+	SystemPrompt string             `json:"systemPrompt,omitempty"`
+	ReceivedAt   time.Time          `json:"receivedAt"`
+}
+
+// LoadContextResult names the messages of the model view, not their bodies.
+type LoadContextResult struct {
+	UserMessageID string   `json:"userMessageId"`
+	WindowIDs     []string `json:"windowIds"`
+	TokensBefore  int      `json:"tokensBefore"`
+	TokensAfter   int      `json:"tokensAfter"`
+	TrimmedCount  int      `json:"trimmedCount"`
+	Messages      int      `json:"messages"`
+	// AnswerID and Answer are set when the transcript already holds this
+	// turn's answer (a repeat): the caller must not generate again.
+	AnswerID string `json:"answerId,omitempty"`
+	Answer   string `json:"answer,omitempty"`
+}
+
+// LoadContext stores the user's message (first, so it is never lost) and
+// trims the branch it ends to the token budget.
+func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadContextResult, error) {
+	user := convo.Message{
+		ID:        userMessageID(in.TurnID),
+		ParentID:  in.ParentID,
+		Role:      convo.RoleUser,
+		Content:   in.Question,
+		CreatedAt: in.ReceivedAt,
+		Meta:      map[string]string{"turnId": in.TurnID},
+	}
+	user.Tokens = convo.MessageTokens(a.Tokenizer, user)
+	stored, _, err := a.Transcript.Append(ctx, in.Session, user)
+	if err != nil {
+		return LoadContextResult{}, fmt.Errorf("load context of %s turn %s: %w", in.Session, in.TurnID, err)
+	}
+	res := LoadContextResult{UserMessageID: stored.ID}
+	if ans, ok, err := a.Transcript.Get(ctx, in.Session, assistantMessageID(in.TurnID)); err != nil {
+		return res, fmt.Errorf("load context of %s turn %s: %w", in.Session, in.TurnID, err)
+	} else if ok {
+		res.AnswerID, res.Answer = ans.ID, ans.Content
+	}
+
+	window := in.Window
+	sys := 0
+	if in.SystemPrompt != "" {
+		sys = convo.MessageTokens(a.Tokenizer, convo.Message{Role: convo.RoleSystem, Content: in.SystemPrompt})
+		window.MaxTokens = max(window.MaxTokens-sys, 1)
+	}
+	tr, err := a.Transcript.Window(ctx, in.Session, stored.ID, window)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("trim context of %s turn %s", in.Session, in.TurnID), ErrTypeBadInput, err)
+	}
+	res.WindowIDs = make([]string, len(tr.Messages))
+	for i, m := range tr.Messages {
+		res.WindowIDs[i] = m.ID
+	}
+	res.TokensBefore, res.TokensAfter, res.TrimmedCount = tr.TokensBefore+sys, tr.TokensAfter+sys, tr.TrimmedCount
+	if res.Messages, err = a.Transcript.Len(ctx, in.Session); err != nil {
+		return res, fmt.Errorf("count messages of %s: %w", in.Session, err)
+	}
+	return res, nil
+}
+
+// GenerateInput asks the chat model for an answer over a window of messages.
+type GenerateInput struct {
+	Session      SessionKey   `json:"session"`
+	TurnID       string       `json:"turnId"`
+	WindowIDs    []string     `json:"windowIds"`
+	SystemPrompt string       `json:"systemPrompt,omitempty"`
+	Model        string       `json:"model"`
+	Options      ModelOptions `json:"options"`
+}
+
+// GenerateResult is the model's answer. It is the one body that must enter
+// history: the caller is waiting for it.
+type GenerateResult struct {
+	Answer           string `json:"answer"`
+	Model            string `json:"model"`
+	Engine           string `json:"engine"`
+	PromptTokens     int    `json:"promptTokens,omitempty"`
+	CompletionTokens int    `json:"completionTokens,omitempty"`
+}
+
+// Generate loads the window's messages from the transcript and asks the chat
+// model for the next assistant message. Permanent model errors (unknown
+// model, bad request) fail without retries.
+func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResult, error) {
+	msgs, err := a.Transcript.Messages(ctx, in.Session, in.WindowIDs)
+	if err != nil {
+		return GenerateResult{}, fmt.Errorf("generate for %s turn %s: %w", in.Session, in.TurnID, err)
+	}
+	view, err := convo.ToModelMessages(msgs)
+	if err != nil {
+		return GenerateResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("generate for %s turn %s: build model view", in.Session, in.TurnID), ErrTypeBadInput, err)
+	}
+	if in.SystemPrompt != "" {
+		view = append([]convo.ModelMessage{{Role: string(convo.RoleSystem), Content: in.SystemPrompt}}, view...)
+	}
+	var onDelta func(string)
+	if activity.IsActivity(ctx) {
+		onDelta = func(string) { activity.RecordHeartbeat(ctx) }
+	}
+	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, onDelta)
+	if err != nil {
+		err = fmt.Errorf("generate for %s turn %s with %s: %w", in.Session, in.TurnID, in.Model, err)
+		if IsPermanent(err) {
+			return GenerateResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+		}
+		return GenerateResult{}, err
+	}
+	answer := strings.TrimSpace(resp.Content)
+	if answer == "" {
+		return GenerateResult{}, fmt.Errorf("generate for %s turn %s: %s returned an empty answer", in.Session, in.TurnID, in.Model)
+	}
+	model := resp.Model
+	if model == "" {
+		model = in.Model
+	}
+	return GenerateResult{
+		Answer: answer, Model: model, Engine: a.Engine,
+		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
+	}, nil
+}
+
+// SaveAnswerInput stores a turn's answer.
+type SaveAnswerInput struct {
+	Session   SessionKey `json:"session"`
+	TurnID    string     `json:"turnId"`
+	ParentID  string     `json:"parentId"`
+	Answer    string     `json:"answer"`
+	Model     string     `json:"model,omitempty"`
+	Engine    string     `json:"engine,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+}
+
+// SaveAnswerResult names the stored answer.
+type SaveAnswerResult struct {
+	MessageID string `json:"messageId"`
+	Tokens    int    `json:"tokens"`
+	Messages  int    `json:"messages"`
+}
+
+// SaveAnswer appends the assistant message of a turn (idempotent by turn).
+func (a *Session) SaveAnswer(ctx context.Context, in SaveAnswerInput) (SaveAnswerResult, error) {
+	m := convo.Message{
+		ID:        assistantMessageID(in.TurnID),
+		ParentID:  in.ParentID,
+		Role:      convo.RoleAssistant,
+		Content:   in.Answer,
+		CreatedAt: in.CreatedAt,
+		Meta:      map[string]string{"turnId": in.TurnID, "model": in.Model, "engine": in.Engine},
+	}
+	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
+	stored, _, err := a.Transcript.Append(ctx, in.Session, m)
+	if err != nil {
+		return SaveAnswerResult{}, fmt.Errorf("save answer of %s turn %s: %w", in.Session, in.TurnID, err)
+	}
+	n, err := a.Transcript.Len(ctx, in.Session)
+	if err != nil {
+		return SaveAnswerResult{}, fmt.Errorf("count messages of %s: %w", in.Session, err)
+	}
+	return SaveAnswerResult{MessageID: stored.ID, Tokens: stored.Tokens, Messages: n}, nil
+}
+
+// SaveSnapshot stores a session's working state so that a session that
+// ended idle can be revived by its next turn.
+func (a *Session) SaveSnapshot(ctx context.Context, s SessionKey, state json.RawMessage) error {
+	if err := a.Transcript.SaveSnapshot(ctx, s, state); err != nil {
+		return fmt.Errorf("save snapshot of %s: %w", s, err)
+	}
+	return nil
+}
+
+// Snapshot is a stored working state; Found is false when there is none.
+type Snapshot struct {
+	Found bool            `json:"found"`
+	State json.RawMessage `json:"state,omitempty"`
+}
+
+// LoadSnapshot returns the last stored working state of a session.
+func (a *Session) LoadSnapshot(ctx context.Context, s SessionKey) (Snapshot, error) {
+	b, ok, err := a.Transcript.LoadSnapshot(ctx, s)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("load snapshot of %s: %w", s, err)
+	}
+	return Snapshot{Found: ok, State: b}, nil
+}
+
+// DeleteSession removes a closed session's transcript and snapshot.
+func (a *Session) DeleteSession(ctx context.Context, s SessionKey) error {
+	if err := a.Transcript.Delete(ctx, s); err != nil {
+		return fmt.Errorf("delete session %s: %w", s, err)
+	}
+	return nil
+}
+
+// ErrNotFound reports a missing session or message.
+var ErrNotFound = errors.New("not found")

@@ -1,0 +1,361 @@
+// Package transcript stores session transcripts on the local disk: one JSONL
+// file per session in the seed's entry format, plus a JSON snapshot of the
+// session's working state. It is the embedded default of the
+// [activities.TranscriptStore] port, meant for a single worker process (the
+// dev stack); each session's tree is loaded once and kept in memory.
+package transcript
+
+import (
+	"bufio"
+	"bytes"
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// Options configure a [FileStore].
+type Options struct {
+	// Dir holds the files, one folder per tenant.
+	Dir string
+	// Sync makes every append wait for fsync. Without it an append survives
+	// a crash of the process but not of the machine.
+	Sync bool
+	// MaxOpen bounds the sessions kept in memory (least recently used are
+	// dropped); default 1024.
+	MaxOpen int
+	Logger  *slog.Logger
+}
+
+// FileStore is a [activities.TranscriptStore] on the local file system.
+type FileStore struct {
+	opts Options
+
+	mu       sync.Mutex
+	sessions map[activities.SessionKey]*list.Element // of *session
+	lru      *list.List
+}
+
+var _ activities.TranscriptStore = (*FileStore)(nil)
+
+type session struct {
+	key  activities.SessionKey
+	mu   sync.Mutex
+	tree *convo.Tree
+	file *os.File
+	err  error // a load failure, reported to every caller
+	once sync.Once
+}
+
+// Open returns a store rooted at opts.Dir, creating it if needed.
+func Open(opts Options) (*FileStore, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("transcript store: no directory")
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("transcript store: %w", err)
+	}
+	if opts.MaxOpen <= 0 {
+		opts.MaxOpen = 1024
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &FileStore{opts: opts, sessions: map[activities.SessionKey]*list.Element{}, lru: list.New()}, nil
+}
+
+// Close closes every open file.
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for e := s.lru.Front(); e != nil; e = e.Next() {
+		errs = append(errs, e.Value.(*session).close())
+	}
+	s.sessions = map[activities.SessionKey]*list.Element{}
+	s.lru.Init()
+	return errors.Join(errs...)
+}
+
+func (s *FileStore) path(k activities.SessionKey, ext string) string {
+	return filepath.Join(s.opts.Dir, k.Tenant, k.SessionID+ext)
+}
+
+// session returns the loaded session, loading it on first use.
+func (s *FileStore) session(k activities.SessionKey) (*session, error) {
+	if k.Tenant == "" || k.SessionID == "" || filepath.Base(k.Tenant) != k.Tenant || filepath.Base(k.SessionID) != k.SessionID {
+		return nil, fmt.Errorf("transcript store: bad session key %q", k)
+	}
+	s.mu.Lock()
+	var ss *session
+	if e, ok := s.sessions[k]; ok {
+		s.lru.MoveToFront(e)
+		ss = e.Value.(*session)
+	} else {
+		ss = &session{key: k}
+		s.sessions[k] = s.lru.PushFront(ss)
+		for s.lru.Len() > s.opts.MaxOpen {
+			old := s.lru.Back()
+			s.lru.Remove(old)
+			victim := old.Value.(*session)
+			delete(s.sessions, victim.key)
+			go func() { _ = victim.close() }() // waits for its users
+		}
+	}
+	s.mu.Unlock()
+	ss.once.Do(func() { ss.err = s.load(ss) })
+	return ss, ss.err
+}
+
+// load reads a session's JSONL file into its tree. A torn last line (the
+// process died mid-append) is cut off; any other damage is an error.
+func (s *FileStore) load(ss *session) error {
+	ss.tree = convo.NewTree()
+	p := s.path(ss.key, ".jsonl")
+	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+		return fmt.Errorf("load transcript %s: %w", ss.key, err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("load transcript %s: %w", ss.key, err)
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	var good int64
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			if len(b) > 0 {
+				s.opts.Logger.Warn("transcript: dropping torn last line", "session", ss.key.String(), "line", line, "bytes", len(b))
+				if err := f.Truncate(good); err != nil {
+					_ = f.Close()
+					return fmt.Errorf("load transcript %s: cut torn line %d: %w", ss.key, line, err)
+				}
+			}
+			break
+		}
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("load transcript %s: %w", ss.key, err)
+		}
+		good += int64(len(b))
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		m, err := convo.UnmarshalEntry(b)
+		if err == nil {
+			err = ss.tree.Append(m)
+		}
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("load transcript %s: line %d: %w", ss.key, line, err)
+		}
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("load transcript %s: %w", ss.key, err)
+	}
+	ss.file = f
+	return nil
+}
+
+func (ss *session) close() error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.file == nil {
+		return nil
+	}
+	err := ss.file.Close()
+	ss.file = nil
+	if ss.err == nil {
+		ss.err = fs.ErrClosed
+	}
+	return err
+}
+
+// Append implements [activities.TranscriptStore].
+func (s *FileStore) Append(ctx context.Context, k activities.SessionKey, m convo.Message) (convo.Message, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return convo.Message{}, false, err
+	}
+	ss, err := s.session(k)
+	if err != nil {
+		return convo.Message{}, false, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.file == nil {
+		return convo.Message{}, false, fmt.Errorf("append to %s: %w", k, fs.ErrClosed)
+	}
+	if old, ok := ss.tree.Get(m.ID); ok {
+		return old, true, nil
+	}
+	line, err := convo.MarshalEntry(m)
+	if err != nil {
+		return convo.Message{}, false, fmt.Errorf("append %s to %s: %w", m.ID, k, err)
+	}
+	if err := ss.tree.Append(m); err != nil {
+		return convo.Message{}, false, fmt.Errorf("append %s to %s: %w", m.ID, k, err)
+	}
+	if _, err := ss.file.Write(append(line, '\n')); err != nil {
+		return convo.Message{}, false, fmt.Errorf("append %s to %s: %w", m.ID, k, err)
+	}
+	if s.opts.Sync {
+		if err := ss.file.Sync(); err != nil {
+			return convo.Message{}, false, fmt.Errorf("append %s to %s: sync: %w", m.ID, k, err)
+		}
+	}
+	return m, false, nil
+}
+
+// read runs fn with the session's tree under its lock.
+func (s *FileStore) read(ctx context.Context, k activities.SessionKey, fn func(t *convo.Tree) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ss, err := s.session(k)
+	if err != nil {
+		return err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return fn(ss.tree)
+}
+
+// Get implements [activities.TranscriptStore].
+func (s *FileStore) Get(ctx context.Context, k activities.SessionKey, id string) (m convo.Message, ok bool, err error) {
+	err = s.read(ctx, k, func(t *convo.Tree) error {
+		m, ok = t.Get(id)
+		return nil
+	})
+	return m, ok, err
+}
+
+// Messages implements [activities.TranscriptStore].
+func (s *FileStore) Messages(ctx context.Context, k activities.SessionKey, ids []string) ([]convo.Message, error) {
+	out := make([]convo.Message, 0, len(ids))
+	err := s.read(ctx, k, func(t *convo.Tree) error {
+		for _, id := range ids {
+			m, ok := t.Get(id)
+			if !ok {
+				return fmt.Errorf("message %s of %s: %w", id, k, activities.ErrNotFound)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Window implements [activities.TranscriptStore].
+func (s *FileStore) Window(ctx context.Context, k activities.SessionKey, leafID string, cfg convo.WindowConfig) (tr convo.Trimmed, err error) {
+	err = s.read(ctx, k, func(t *convo.Tree) error {
+		tr, err = t.Window(leafID, cfg)
+		return err
+	})
+	return tr, err
+}
+
+// Branch implements [activities.TranscriptStore].
+func (s *FileStore) Branch(ctx context.Context, k activities.SessionKey, leafID string) (b []convo.Message, err error) {
+	err = s.read(ctx, k, func(t *convo.Tree) error {
+		if leafID == "" {
+			return nil
+		}
+		b, err = t.Branch(leafID)
+		return err
+	})
+	return b, err
+}
+
+// Len implements [activities.TranscriptStore].
+func (s *FileStore) Len(ctx context.Context, k activities.SessionKey) (n int, err error) {
+	err = s.read(ctx, k, func(t *convo.Tree) error {
+		n = t.Len()
+		return nil
+	})
+	return n, err
+}
+
+// SaveSnapshot implements [activities.TranscriptStore]; the write is atomic.
+func (s *FileStore) SaveSnapshot(ctx context.Context, k activities.SessionKey, snapshot []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := s.session(k); err != nil { // validates the key, creates the folder
+		return err
+	}
+	p := s.path(k, ".state.json")
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".state-*")
+	if err != nil {
+		return fmt.Errorf("save snapshot of %s: %w", k, err)
+	}
+	_, err = tmp.Write(snapshot)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("save snapshot of %s: %w", k, err)
+	}
+	return nil
+}
+
+// LoadSnapshot implements [activities.TranscriptStore].
+func (s *FileStore) LoadSnapshot(ctx context.Context, k activities.SessionKey) ([]byte, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	if _, err := s.session(k); err != nil {
+		return nil, false, err
+	}
+	b, err := os.ReadFile(s.path(k, ".state.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("load snapshot of %s: %w", k, err)
+	}
+	return b, true, nil
+}
+
+// Delete implements [activities.TranscriptStore].
+func (s *FileStore) Delete(ctx context.Context, k activities.SessionKey) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := s.session(k); err != nil && !errors.Is(err, fs.ErrClosed) {
+		return err
+	}
+	s.mu.Lock()
+	if e, ok := s.sessions[k]; ok {
+		s.lru.Remove(e)
+		delete(s.sessions, k)
+		_ = e.Value.(*session).close()
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, ext := range []string{".jsonl", ".state.json"} {
+		if err := os.Remove(s.path(k, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("delete %s: %w", k, err)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+// Package api is ctxflow's HTTP front door: a Gin router that turns requests
+// into Temporal signals, updates and queries on session workflows. Handlers
+// only translate; the sessions do the work.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// Options configure the API.
+type Options struct {
+	// Defaults are the session options of new sessions (from the environment).
+	Defaults workflows.SessionConfig
+	// Limits are passed to every session the API starts.
+	Limits workflows.Limits
+	// MaxBodyBytes bounds request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// TurnWaitTimeout bounds a `?wait=true` turn (default 5 minutes).
+	TurnWaitTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	c    client.Client
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns an API server that talks to Temporal through c.
+func New(c client.Client, opts Options) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.TurnWaitTimeout <= 0 {
+		opts.TurnWaitTimeout = 5 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Server{c: c, opts: opts, log: opts.Logger}
+}
+
+// Handler returns the router.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.requestID, s.accessLog, s.recoverJSON, s.limitBody)
+	r.NoRoute(func(c *gin.Context) {
+		writeError(c, errNotFound("no route %s %s", c.Request.Method, c.Request.URL.Path))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		writeError(c, &apiError{status: http.StatusMethodNotAllowed, code: "invalid_argument", msg: "method " + c.Request.Method + " not allowed"})
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.ready)
+
+	v1 := r.Group("/v1")
+	v1.POST("/sessions", s.createSession)
+	v1.GET("/sessions", s.listSessions)
+	v1.GET("/sessions/:id", s.getSession)
+	v1.DELETE("/sessions/:id", s.deleteSession)
+	v1.POST("/sessions/:id/turns", s.postTurn)
+	v1.GET("/sessions/:id/turns/:turnId", s.getTurn)
+	v1.POST("/sessions/:id/continue", s.continueTask)
+	v1.POST("/sessions/:id/compress", s.compress)
+	v1.GET("/sessions/:id/steps", s.getSteps)
+	return r
+}
+
+// ready answers 200 only when Temporal answers.
+func (s *Server) ready(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+	defer cancel()
+	if _, err := s.c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		writeError(c, &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: "temporal is not reachable: " + err.Error()})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+const requestIDHeader = "X-Request-ID"
+
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader(requestIDHeader)
+	if id == "" || len(id) > 128 {
+		id = newID("req")
+	}
+	c.Set("requestID", id)
+	c.Header(requestIDHeader, id)
+	c.Next()
+}
+
+func (s *Server) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	level := slog.LevelInfo
+	if c.Writer.Status() >= 500 {
+		level = slog.LevelWarn
+	}
+	s.log.Log(c.Request.Context(), level, "http",
+		"method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(),
+		"duration", time.Since(start).Round(time.Microsecond), "requestId", c.GetString("requestID"))
+}
+
+func (s *Server) recoverJSON(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic in handler", "panic", v, "path", c.Request.URL.Path, "requestId", c.GetString("requestID"))
+			writeError(c, errInternal("internal error (request %s)", c.GetString("requestID")))
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) limitBody(c *gin.Context) {
+	if c.Request.ContentLength > s.opts.MaxBodyBytes {
+		writeError(c, &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
+			msg: "request body over the limit of " + itoa(s.opts.MaxBodyBytes) + " bytes"})
+		c.Abort()
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.opts.MaxBodyBytes)
+	c.Next()
+}
+
+// newID returns a random id with a prefix, e.g. "turn-3f9a...".
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,476 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+const tenantHeader = "X-Tenant-ID"
+
+// sessionRef is the tenant and id a request is about.
+type sessionRef struct{ tenant, id string }
+
+func (r sessionRef) workflowID() string { return workflows.SessionWorkflowID(r.tenant, r.id) }
+
+// tenant reads the X-Tenant-ID header (default "default").
+func tenant(c *gin.Context) (string, error) {
+	t := c.GetHeader(tenantHeader)
+	if t == "" {
+		return workflows.DefaultTenant, nil
+	}
+	if err := workflows.ValidateID("tenant", t); err != nil {
+		return "", errInvalid("%s", err)
+	}
+	return t, nil
+}
+
+func sessionOf(c *gin.Context) (sessionRef, error) {
+	t, err := tenant(c)
+	if err != nil {
+		return sessionRef{}, err
+	}
+	id := c.Param("id")
+	if err := workflows.ValidateID("sessionId", id); err != nil {
+		return sessionRef{}, errInvalid("%s", err)
+	}
+	return sessionRef{tenant: t, id: id}, nil
+}
+
+// bindJSON decodes a JSON body strictly: unknown fields are errors.
+func bindJSON(c *gin.Context, v any, optional bool) error {
+	dec := json.NewDecoder(c.Request.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		if dec.More() {
+			return errInvalid("request body holds more than one JSON value")
+		}
+		return nil
+	case errors.Is(err, io.EOF) && optional:
+		return nil
+	case errors.As(err, &tooBig):
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit)}
+	default:
+		return errInvalid("request body: %v", err)
+	}
+}
+
+// startOptions are the options of a session workflow started by a request.
+func (s *Server) startOptions(ref sessionRef, title string, cfg workflows.SessionConfig) client.StartWorkflowOptions {
+	summary := "Session " + ref.id
+	if title != "" {
+		summary += ": " + title
+	}
+	return client.StartWorkflowOptions{
+		ID:                       ref.workflowID(),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            summary,
+		StaticDetails: fmt.Sprintf("tenant `%s` · model `%s` · window %s (%d rounds, %d tokens)",
+			ref.tenant, cfg.LLMModel, cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens),
+		Memo: map[string]any{"title": title},
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAttrTenant.ValueSet(ref.tenant),
+			workflows.SAttrStatus.ValueSet(workflows.StatusIdle),
+		),
+	}
+}
+
+func (s *Server) sessionInput(ref sessionRef, title string, cfg workflows.SessionConfig) (workflows.SessionInput, error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return workflows.SessionInput{}, errInternal("encode config: %v", err)
+	}
+	return workflows.SessionInput{Tenant: ref.tenant, SessionID: ref.id, Title: title, Config: raw, Limits: s.opts.Limits}, nil
+}
+
+type createSessionRequest struct {
+	SessionID string          `json:"sessionId"`
+	Title     string          `json:"title"`
+	Config    json.RawMessage `json:"config"`
+}
+
+func (s *Server) createSession(c *gin.Context) {
+	var req createSessionRequest
+	if err := bindJSON(c, &req, true); err != nil {
+		writeError(c, err)
+		return
+	}
+	t, err := tenant(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if req.SessionID == "" {
+		req.SessionID = newID("s")
+	}
+	if err := workflows.ValidateID("sessionId", req.SessionID); err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	if len(req.Title) > 200 {
+		writeError(c, errInvalid("title is %d bytes, over the 200-byte limit", len(req.Title)))
+		return
+	}
+	cfg, err := s.opts.Defaults.Merge(req.Config)
+	if err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	ref := sessionRef{tenant: t, id: req.SessionID}
+	in, err := s.sessionInput(ref, req.Title, cfg)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	opts := s.startOptions(ref, req.Title, cfg)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	if _, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.SessionWorkflowName, in); err != nil {
+		writeError(c, fromTemporal("session "+ref.id, err))
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"sessionId": ref.id, "config": cfg})
+}
+
+// sessionSummary is one row of GET /v1/sessions.
+type sessionSummary struct {
+	SessionID string    `json:"sessionId"`
+	Title     string    `json:"title,omitempty"`
+	Status    string    `json:"status"`
+	Turns     int64     `json:"turns"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+var validStatus = map[string]bool{
+	workflows.StatusIdle: true, workflows.StatusRunning: true, workflows.StatusPaused: true, workflows.StatusClosed: true,
+}
+
+func (s *Server) listSessions(c *gin.Context) {
+	t, err := tenant(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	query := fmt.Sprintf("WorkflowType = '%s' AND CtxTenant = '%s' AND ExecutionStatus != 'ContinuedAsNew'", workflows.SessionWorkflowName, t)
+	if st := c.Query("status"); st != "" {
+		if !validStatus[st] {
+			writeError(c, errInvalid("status %q: want idle, running, paused or closed", st))
+			return
+		}
+		query += fmt.Sprintf(" AND CtxStatus = '%s'", st)
+	}
+	limit := 50
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(c, errInvalid("limit %q: want an integer in [1, 1000]", l))
+			return
+		}
+		limit = n
+	}
+	var token []byte
+	if pt := c.Query("pageToken"); pt != "" {
+		if token, err = decodeToken(pt); err != nil {
+			writeError(c, errInvalid("pageToken is not valid"))
+			return
+		}
+	}
+	resp, err := s.c.ListWorkflow(c.Request.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: query, PageSize: int32(limit), NextPageToken: token,
+	})
+	if err != nil {
+		writeError(c, fromTemporal("list sessions", err))
+		return
+	}
+	out := make([]sessionSummary, 0, len(resp.GetExecutions()))
+	seen := map[string]bool{}
+	for _, ex := range resp.GetExecutions() {
+		_, id, ok := workflows.ParseSessionWorkflowID(ex.GetExecution().GetWorkflowId())
+		if !ok || seen[id] {
+			continue // an older run of a revived session
+		}
+		seen[id] = true
+		row := sessionSummary{SessionID: id}
+		fields := ex.GetSearchAttributes().GetIndexedFields()
+		dc := converter.GetDefaultDataConverter()
+		for name, dst := range map[string]any{
+			workflows.SAttrStatus.GetName(): &row.Status, workflows.SAttrTurns.GetName(): &row.Turns,
+			workflows.SAttrUpdatedAt.GetName(): &row.UpdatedAt,
+		} {
+			if p := fields[name]; p != nil {
+				if err := dc.FromPayload(p, dst); err != nil {
+					s.log.Warn("decode search attribute", "session", id, "attribute", name, "error", err)
+				}
+			}
+		}
+		if f := ex.GetMemo().GetFields()["title"]; f != nil {
+			_ = dc.FromPayload(f, &row.Title)
+		}
+		out = append(out, row)
+	}
+	c.JSON(http.StatusOK, gin.H{"sessions": out, "nextPageToken": encodeToken(resp.GetNextPageToken())})
+}
+
+// query runs a query on a session, with a deadline so that a session with
+// no worker answers 503 instead of hanging.
+func (s *Server) query(ctx context.Context, ref sessionRef, name string, out any, args ...any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := s.c.QueryWorkflow(ctx, ref.workflowID(), "", name, args...)
+	if err != nil {
+		return fromTemporal("session "+ref.id, err)
+	}
+	if err := v.Get(out); err != nil {
+		return errInternal("decode %s of session %s: %v", name, ref.id, err)
+	}
+	return nil
+}
+
+func (s *Server) getSession(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var st workflows.SessionState
+	if err := s.query(c.Request.Context(), ref, workflows.QueryState, &st); err != nil {
+		writeError(c, err)
+		return
+	}
+	if st.Status == workflows.StatusClosed {
+		writeError(c, errNotFound("session %s was deleted", ref.id))
+		return
+	}
+	c.JSON(http.StatusOK, st)
+}
+
+func (s *Server) deleteSession(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	err = s.c.SignalWorkflow(c.Request.Context(), ref.workflowID(), "", workflows.SignalClose, workflows.CloseRequest{Delete: true})
+	if err != nil {
+		writeError(c, fromTemporal("session "+ref.id, err))
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+type turnRequest struct {
+	Question string          `json:"question"`
+	TurnID   string          `json:"turnId"`
+	Config   json.RawMessage `json:"config"`
+}
+
+func (s *Server) postTurn(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var body turnRequest
+	if err := bindJSON(c, &body, false); err != nil {
+		writeError(c, err)
+		return
+	}
+	if body.TurnID == "" {
+		body.TurnID = newID("turn")
+	}
+	req := workflows.TurnRequest{TurnID: body.TurnID, Question: body.Question, Config: body.Config}
+	if err := workflows.ValidateTurn(req, s.opts.Defaults); err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	in, err := s.sessionInput(ref, "", s.opts.Defaults)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	opts := s.startOptions(ref, "", s.opts.Defaults)
+
+	wait, _ := strconv.ParseBool(c.DefaultQuery("wait", "false"))
+	if !wait {
+		if _, err := s.c.SignalWithStartWorkflow(c.Request.Context(), ref.workflowID(), workflows.SignalTurn, req, opts, workflows.SessionWorkflowName, in); err != nil {
+			writeError(c, fromTemporal("session "+ref.id, err))
+			return
+		}
+		c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": workflows.TurnQueued})
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
+	defer cancel()
+	res, err := s.runTurn(ctx, ref, req, opts, in)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	writeTurn(c, res)
+}
+
+// runTurn sends a turn as an update-with-start and waits for its result. If
+// the session already has the server's limit of in-flight updates, the turn
+// is queued as a signal instead and its result polled: a burst queues, it
+// does not fail.
+func (s *Server) runTurn(ctx context.Context, ref sessionRef, req workflows.TurnRequest, opts client.StartWorkflowOptions, in workflows.SessionInput) (workflows.TurnResult, error) {
+	var res workflows.TurnResult
+	op := s.c.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflowName, in)
+	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID: req.TurnID, UpdateName: workflows.UpdateTurn, Args: []any{req},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	var exhausted *serviceerror.ResourceExhausted
+	if errors.As(err, &exhausted) {
+		s.log.Info("update limit reached, queueing turn as a signal", "session", ref.id, "turn", req.TurnID)
+		return s.signalAndWait(ctx, ref, req, opts, in)
+	}
+	if err != nil {
+		return res, fromTemporal("turn "+req.TurnID, err)
+	}
+	return res, nil
+}
+
+func (s *Server) signalAndWait(ctx context.Context, ref sessionRef, req workflows.TurnRequest, opts client.StartWorkflowOptions, in workflows.SessionInput) (workflows.TurnResult, error) {
+	var res workflows.TurnResult
+	if _, err := s.c.SignalWithStartWorkflow(ctx, ref.workflowID(), workflows.SignalTurn, req, opts, workflows.SessionWorkflowName, in); err != nil {
+		return res, fromTemporal("session "+ref.id, err)
+	}
+	delay := 50 * time.Millisecond
+	for {
+		err := s.query(ctx, ref, workflows.QueryTurn, &res, req.TurnID)
+		if err == nil && res.Done() {
+			return res, nil
+		}
+		var ae *apiError
+		if err != nil && (!errors.As(err, &ae) || ae.code != "not_found") {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, errUnavailable("turn %s did not finish in time; fetch it later from GET /v1/sessions/%s/turns/%s", req.TurnID, ref.id, req.TurnID)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// writeTurn answers with a turn result: 200 when it completed, an error
+// carrying the result when it failed or was rejected.
+func writeTurn(c *gin.Context, res workflows.TurnResult) {
+	switch res.Status {
+	case workflows.TurnFailed:
+		e := errUnavailable("turn %s failed: %s (the question is saved; the session is %s)", res.TurnID, res.Error, res.SessionInfo.Health)
+		e.extra = gin.H{"turn": res}
+		writeError(c, e)
+	case workflows.TurnRejected:
+		e := errInvalid("turn %s rejected: %s", res.TurnID, res.Error)
+		e.extra = gin.H{"turn": res}
+		writeError(c, e)
+	default:
+		c.JSON(http.StatusOK, res)
+	}
+}
+
+func (s *Server) getTurn(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	turnID := c.Param("turnId")
+	if err := workflows.ValidateID("turnId", turnID); err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	var res workflows.TurnResult
+	if err := s.query(c.Request.Context(), ref, workflows.QueryTurn, &res, turnID); err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+func (s *Server) continueTask(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var body struct {
+		TurnID string `json:"turnId"`
+	}
+	if err := bindJSON(c, &body, true); err != nil {
+		writeError(c, err)
+		return
+	}
+	h, err := s.c.UpdateWorkflow(c.Request.Context(), client.UpdateWorkflowOptions{
+		WorkflowID: ref.workflowID(), UpdateName: workflows.UpdateContinue, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(c.Request.Context(), nil)
+	}
+	if err != nil {
+		writeError(c, fromTemporal("session "+ref.id, err))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "status": "resumed"})
+}
+
+func (s *Server) compress(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if err := s.c.SignalWorkflow(c.Request.Context(), ref.workflowID(), "", workflows.SignalCompress, nil); err != nil {
+		writeError(c, fromTemporal("session "+ref.id, err))
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "status": "compression requested"})
+}
+
+func (s *Server) getSteps(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var steps []workflows.TurnSteps
+	if err := s.query(c.Request.Context(), ref, workflows.QuerySteps, &steps); err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "turns": steps})
+}
+
+func encodeToken(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func decodeToken(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }

@@ -1,0 +1,233 @@
+// Command ctxflow runs the ctxflow service.
+//
+//	ctxflow dev     embedded Temporal server + Web UI, worker and API in one process
+//	ctxflow worker  a worker against an external Temporal cluster
+//	ctxflow api     the HTTP API against an external Temporal cluster
+//
+// Configuration comes from environment variables; see the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/ctxflow/ctxflow/api"
+	"github.com/ctxflow/ctxflow/internal/config"
+	"github.com/ctxflow/ctxflow/internal/devserver"
+	"github.com/ctxflow/ctxflow/worker"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+const usage = `usage: ctxflow <command>
+
+commands:
+  dev      run everything in one process: an embedded Temporal server (SQLite
+           under $CTXFLOW_DATA_DIR) with its Web UI, the worker and the API
+  worker   run a worker against the Temporal cluster at $TEMPORAL_ADDRESS
+  api      serve the HTTP API against the Temporal cluster at $TEMPORAL_ADDRESS
+
+Configuration is read from environment variables (see README.md).
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		fmt.Fprintln(stderr, "ctxflow:", err)
+		return 2
+	}
+	log := cfg.Logger()
+	slog.SetDefault(log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch args[0] {
+	case "dev":
+		err = runDev(ctx, cfg, log, stdout)
+	case "worker":
+		err = runWorker(ctx, cfg, log)
+	case "api":
+		err = runAPI(ctx, cfg, log)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "ctxflow: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		log.Error("ctxflow stopped", "command", args[0], "error", err)
+		return 1
+	}
+	return 0
+}
+
+// runDev runs the embedded stack until ctx ends.
+func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
+	start := time.Now()
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DataDir:          filepath.Join(cfg.DataDir, "temporal"),
+		FrontendPort:     cfg.TemporalPort,
+		UIPort:           cfg.UIPort,
+		Namespace:        cfg.TemporalNamespace,
+		SearchAttributes: workflows.SearchAttributes(),
+		Logger:           log.With("component", "temporal"),
+	})
+	if err != nil {
+		return fmt.Errorf("start embedded temporal: %w", err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			log.Warn("stop embedded temporal", "error", err)
+		}
+	}()
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace(), Logger: sdkLogger(log),
+	})
+	if err != nil {
+		return fmt.Errorf("connect to embedded temporal: %w", err)
+	}
+	defer c.Close()
+
+	return serve(ctx, cfg, log, c, true, func(apiAddr string) {
+		fmt.Fprintf(stdout, "ctxflow dev ready in %s\n  API:         http://%s\n", time.Since(start).Round(time.Millisecond), apiAddr)
+		if u := srv.UIURL(); u != "" {
+			fmt.Fprintf(stdout, "  Temporal UI: %s\n", u)
+		}
+		fmt.Fprintf(stdout, "  Temporal:    %s (namespace %s)\n  Data:        %s\n", srv.FrontendHostPort(), srv.Namespace(), cfg.DataDir)
+	})
+}
+
+func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	c, err := dialExternal(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := worker.RegisterSearchAttributes(ctx, c, cfg.TemporalNamespace); err != nil {
+		log.Warn("search attributes not registered; sessions will fail to publish their status until they are", "error", err)
+	}
+	return serve(ctx, cfg, log, c, false, nil)
+}
+
+func runAPI(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	c, err := dialExternal(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return serveHTTP(ctx, cfg, log, c, func(addr string) { log.Info("api listening", "addr", addr) })
+}
+
+// dialExternal connects to the cluster named by the environment, using the
+// SDK's environment config for TLS and API keys.
+func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger) (client.Client, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return nil, fmt.Errorf("temporal client config: %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = cfg.TemporalAddress
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = cfg.TemporalNamespace
+	}
+	opts.Logger = sdkLogger(log)
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to temporal at %s: %w", opts.HostPort, err)
+	}
+	return c, nil
+}
+
+// serve runs a worker, and the API too when withAPI is set, until ctx ends.
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, withAPI bool, ready func(string)) error {
+	ports, err := worker.BuildPorts(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := ports.Close(); err != nil {
+			log.Warn("close ports", "error", err)
+		}
+	}()
+	w := worker.New(c, ports)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+	log.Info("worker started", "taskQueue", workflows.TaskQueue, "ollama", cfg.OllamaHost, "model", cfg.Session.LLMModel)
+	if !withAPI {
+		<-ctx.Done()
+		log.Info("shutting down worker")
+		return nil
+	}
+	return serveHTTP(ctx, cfg, log, c, ready)
+}
+
+// serveHTTP serves the API until ctx ends, then drains in-flight requests.
+func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, ready func(string)) error {
+	h := api.New(c, api.Options{
+		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
+		TurnWaitTimeout: cfg.TurnWaitTimeout, Logger: log.With("component", "api"),
+	}).Handler()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(displayAddr(ln.Addr()))
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down http server", "grace", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	return nil
+}
+
+// displayAddr turns a listen address like [::]:8080 into localhost:8080.
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func sdkLogger(log *slog.Logger) sdklog.Logger {
+	return sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
+}

@@ -1,0 +1,199 @@
+// Package config reads ctxflow's service configuration from environment
+// variables. Every variable, its default and its meaning is listed in [Vars];
+// the README's configuration table is checked against it by a test.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// Config is the service configuration.
+type Config struct {
+	// Temporal connection for `ctxflow worker` and `ctxflow api`; TLS and API
+	// keys come from the SDK's own environment config (TEMPORAL_TLS_*,
+	// TEMPORAL_API_KEY, TEMPORAL_PROFILE).
+	TemporalAddress   string
+	TemporalNamespace string
+
+	HTTPAddr        string
+	UIPort          int
+	TemporalPort    int
+	DataDir         string
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+	TurnWaitTimeout time.Duration
+
+	OllamaHost     string
+	Tokenizer      string
+	TranscriptSync bool
+
+	Session workflows.SessionConfig
+	Limits  workflows.Limits
+
+	LogLevel  slog.Level
+	LogFormat string
+}
+
+// Var documents one environment variable.
+type Var struct {
+	Name, Default, Meaning string
+}
+
+// Vars lists every environment variable ctxflow reads, in README order.
+var Vars = []Var{
+	{"TEMPORAL_ADDRESS", "127.0.0.1:7233", "Temporal frontend for `ctxflow worker` and `ctxflow api` (`ctxflow dev` runs its own)"},
+	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace"},
+	{"TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE", "unset", "TLS, API key and profile, read by the Temporal SDK's environment config"},
+	{"CTXFLOW_HTTP_ADDR", ":8080", "address of the HTTP API"},
+	{"CTXFLOW_UI_PORT", "8233", "`ctxflow dev`: port of the Temporal Web UI (0 turns it off)"},
+	{"CTXFLOW_TEMPORAL_PORT", "7233", "`ctxflow dev`: port of the embedded Temporal frontend (0 picks a free one)"},
+	{"CTXFLOW_DATA_DIR", "./data", "`ctxflow dev` and the worker: Temporal's SQLite file and the transcripts"},
+	{"CTXFLOW_MAX_BODY_BYTES", "1048576", "largest HTTP request body accepted"},
+	{"CTXFLOW_SHUTDOWN_TIMEOUT", "15s", "grace period for in-flight requests and activities on SIGINT/SIGTERM"},
+	{"CTXFLOW_TURN_WAIT_TIMEOUT", "5m", "longest a `?wait=true` turn request waits for its answer"},
+	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
+	{"CTXFLOW_TOKENIZER", "cl100k_base", "tiktoken encoding for token budgets (`cl100k_base` or `o200k_base`)"},
+	{"CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)"},
+	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
+	{"CTXFLOW_EMBEDDING_MODEL", "bge-m3:latest", "default embedding model of new sessions"},
+	{"CONTEXT_MAX_TOKENS", "4000", "default token budget of the model view"},
+	{"SUMMARY_TRIGGER_THRESHOLD", "3000", "default token count above which older history is summarised"},
+	{"LLM_TIMEOUT", "60s", "start-to-close timeout of one model call (an activity)"},
+	{"LLM_MAX_TOKENS", "2000", "tokens generated at most per model call"},
+	{"CTXFLOW_CONTINUE_AS_NEW_TURNS", "100", "turns per workflow run before the session continues as new"},
+	{"CTXFLOW_SESSION_IDLE_TTL", "24h", "an idle session's run ends cleanly after this; its next turn revives it"},
+	{"CTXFLOW_RECENT_TURNS", "32", "turn results a session keeps for the turn and steps queries"},
+	{"CTXFLOW_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"CTXFLOW_LOG_FORMAT", "text", "text or json"},
+}
+
+// Load reads the configuration from the environment.
+func Load() (Config, error) { return load(os.LookupEnv) }
+
+func load(lookup func(string) (string, bool)) (Config, error) {
+	p := parser{lookup: lookup}
+	c := Config{
+		TemporalAddress:   p.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+		TemporalNamespace: p.str("TEMPORAL_NAMESPACE", "default"),
+		HTTPAddr:          p.str("CTXFLOW_HTTP_ADDR", ":8080"),
+		UIPort:            p.int("CTXFLOW_UI_PORT", 8233),
+		TemporalPort:      p.int("CTXFLOW_TEMPORAL_PORT", 7233),
+		DataDir:           p.str("CTXFLOW_DATA_DIR", "./data"),
+		MaxBodyBytes:      int64(p.int("CTXFLOW_MAX_BODY_BYTES", 1<<20)),
+		ShutdownTimeout:   p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
+		TurnWaitTimeout:   p.dur("CTXFLOW_TURN_WAIT_TIMEOUT", 5*time.Minute),
+		OllamaHost:        p.str("OLLAMA_HOST", "http://127.0.0.1:11434"),
+		Tokenizer:         p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
+		TranscriptSync:    p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
+		LogFormat:         p.str("CTXFLOW_LOG_FORMAT", "text"),
+	}
+	c.Session = workflows.DefaultSessionConfig()
+	c.Session.LLMModel = p.str("CTXFLOW_LLM_MODEL", c.Session.LLMModel)
+	c.Session.EmbeddingModel = p.str("CTXFLOW_EMBEDDING_MODEL", c.Session.EmbeddingModel)
+	c.Session.MaxTokens = p.int("CONTEXT_MAX_TOKENS", c.Session.MaxTokens)
+	c.Session.SummaryThreshold = p.int("SUMMARY_TRIGGER_THRESHOLD", c.Session.SummaryThreshold)
+
+	c.Limits = workflows.DefaultLimits()
+	c.Limits.LLMTimeout = p.dur("LLM_TIMEOUT", c.Limits.LLMTimeout)
+	c.Limits.LLMMaxTokens = p.int("LLM_MAX_TOKENS", c.Limits.LLMMaxTokens)
+	c.Limits.ContinueAsNewEvery = p.int("CTXFLOW_CONTINUE_AS_NEW_TURNS", c.Limits.ContinueAsNewEvery)
+	c.Limits.IdleTTL = p.dur("CTXFLOW_SESSION_IDLE_TTL", c.Limits.IdleTTL)
+	c.Limits.RecentTurns = p.int("CTXFLOW_RECENT_TURNS", c.Limits.RecentTurns)
+
+	if err := c.LogLevel.UnmarshalText([]byte(p.str("CTXFLOW_LOG_LEVEL", "info"))); err != nil {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_LOG_LEVEL: %w", err))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_LOG_FORMAT %q: want text or json", c.LogFormat))
+	}
+	if c.MaxBodyBytes < 1024 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes))
+	}
+	if c.Tokenizer != "cl100k_base" && c.Tokenizer != "o200k_base" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOKENIZER %q: want cl100k_base or o200k_base", c.Tokenizer))
+	}
+	if err := c.Session.Validate(); err != nil {
+		p.errs = append(p.errs, fmt.Errorf("session defaults: %w", err))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		p.errs = append(p.errs, err)
+	}
+	if len(p.errs) > 0 {
+		return c, fmt.Errorf("configuration: %w", errors.Join(p.errs...))
+	}
+	return c, nil
+}
+
+// Logger returns the slog logger the configuration asks for.
+func (c Config) Logger() *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+type parser struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+func (p *parser) raw(name string) (string, bool) {
+	v, ok := p.lookup(name)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+func (p *parser) str(name, def string) string {
+	if v, ok := p.raw(name); ok {
+		return v
+	}
+	return def
+}
+
+func (p *parser) int(name string, def int) int {
+	v, ok := p.raw(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("%s=%q: not an integer", name, v))
+		return def
+	}
+	return n
+}
+
+func (p *parser) dur(name string, def time.Duration) time.Duration {
+	v, ok := p.raw(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("%s=%q: not a duration like 30s or 5m", name, v))
+		return def
+	}
+	return d
+}
+
+func (p *parser) bool(name string, def bool) bool {
+	v, ok := p.raw(name)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("%s=%q: not true or false", name, v))
+		return def
+	}
+	return b
+}

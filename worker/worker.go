@@ -1,0 +1,113 @@
+// Package worker builds ctxflow's ports from configuration, registers the
+// workflows and activities, and runs a Temporal worker.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/ollama"
+	"github.com/ctxflow/ctxflow/activities/tiktoken"
+	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/internal/config"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// Ports are the adapters the activities run on.
+type Ports struct {
+	Session *activities.Session
+	close   []func() error
+}
+
+// Close releases the adapters.
+func (p *Ports) Close() error {
+	var errs []error
+	for _, c := range p.close {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// BuildPorts creates the adapters the configuration names.
+func BuildPorts(cfg config.Config, log *slog.Logger) (*Ports, error) {
+	tok, err := tiktoken.New(cfg.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	store, err := transcript.Open(transcript.Options{
+		Dir: filepath.Join(cfg.DataDir, "transcripts"), Sync: cfg.TranscriptSync, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	model, err := ollama.New(ollama.Config{Host: cfg.OllamaHost, Timeout: cfg.Limits.LLMTimeout})
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("ollama: %w", err)
+	}
+	return &Ports{
+		Session: &activities.Session{Transcript: store, Model: model, Tokenizer: tok, Engine: "ollama", Log: log},
+		close:   []func() error{store.Close},
+	}, nil
+}
+
+// Register adds ctxflow's workflows and activities to w.
+func Register(w sdkworker.Registry, p *Ports) {
+	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+	w.RegisterActivityWithOptions(p.Session, activity.RegisterOptions{})
+}
+
+// New returns a worker on the ctxflow task queue with everything registered.
+func New(c client.Client, p *Ports) sdkworker.Worker {
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	Register(w, p)
+	return w
+}
+
+// RegisterSearchAttributes adds the session search attributes to the
+// namespace if they are missing. On a cluster where this client may not
+// (Temporal Cloud) it returns an error telling the operator what to create.
+func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	want := workflows.SearchAttributes()
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes of %s: %w", namespace, err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range want {
+		if _, ok := resp.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("add search attributes %v to %s (create them with `temporal operator search-attribute create`): %w", keys(missing), namespace, err)
+	}
+	return nil
+}
+
+func keys(m map[string]enumspb.IndexedValueType) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

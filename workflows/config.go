@@ -1,0 +1,163 @@
+package workflows
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// SessionConfig holds a session's options (DESIGN.md §8). Service-wide
+// defaults come from the environment; a session may override them when it is
+// created and a turn may override the per-turn ones ([TurnOptions]).
+type SessionConfig struct {
+	LLMModel             string  `json:"llmModel"`
+	EmbeddingModel       string  `json:"embeddingModel"`
+	SystemPrompt         string  `json:"systemPrompt"`
+	WindowStrategy       string  `json:"windowStrategy"`
+	MaxRounds            int     `json:"maxRounds"`
+	MaxTokens            int     `json:"maxTokens"`
+	SummaryThreshold     int     `json:"summaryThreshold"`
+	PreserveSystemPrompt bool    `json:"preserveSystemPrompt"`
+	EnableQueryRewriting bool    `json:"enableQueryRewriting"`
+	EnableSummarization  bool    `json:"enableSummarization"`
+	TopK                 int     `json:"topK"`
+	SimilarityThreshold  float64 `json:"similarityThreshold"`
+	MaxRetries           int     `json:"maxRetries"`
+	MaxRewriteAttempts   int     `json:"maxRewriteAttempts"`
+	GradePassThreshold   float64 `json:"gradePassThreshold"`
+	MaxSteps             int     `json:"maxSteps"`
+}
+
+// DefaultSessionConfig returns the defaults of DESIGN.md §8.
+func DefaultSessionConfig() SessionConfig {
+	return SessionConfig{
+		LLMModel:             "qwen2.5:0.5b",
+		EmbeddingModel:       "bge-m3:latest",
+		SystemPrompt:         "You are a helpful assistant. Answer concisely, in the language of the question.",
+		WindowStrategy:       "hybrid",
+		MaxRounds:            10,
+		MaxTokens:            4000,
+		SummaryThreshold:     3000,
+		PreserveSystemPrompt: true,
+		EnableQueryRewriting: true,
+		EnableSummarization:  true,
+		TopK:                 5,
+		SimilarityThreshold:  0.3,
+		MaxRetries:           3,
+		MaxRewriteAttempts:   3,
+		GradePassThreshold:   0.6,
+		MaxSteps:             12,
+	}
+}
+
+// Window returns the window-trimming options of the config.
+func (c SessionConfig) Window() convo.WindowConfig {
+	w := convo.DefaultWindowConfig()
+	w.Strategy = c.WindowStrategy
+	w.MaxRounds = c.MaxRounds
+	w.MaxTokens = c.MaxTokens
+	w.IncludeSystem = c.PreserveSystemPrompt
+	return w
+}
+
+// Validate reports the first option that is out of range, with a reason.
+func (c SessionConfig) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(validModelName(c.LLMModel), "llmModel %q is not a model name", c.LLMModel)
+	check(validModelName(c.EmbeddingModel), "embeddingModel %q is not a model name", c.EmbeddingModel)
+	check(len(c.SystemPrompt) <= 8<<10, "systemPrompt is %d bytes, over the 8 KiB limit", len(c.SystemPrompt))
+	if err := c.Window().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	check(c.SummaryThreshold >= 100 && c.SummaryThreshold <= 1_000_000, "summaryThreshold %d out of range [100, 1000000]", c.SummaryThreshold)
+	check(c.TopK >= 1 && c.TopK <= 100, "topK %d out of range [1, 100]", c.TopK)
+	check(c.SimilarityThreshold >= 0 && c.SimilarityThreshold <= 1, "similarityThreshold %g out of range [0, 1]", c.SimilarityThreshold)
+	check(c.MaxRetries >= 0 && c.MaxRetries <= 10, "maxRetries %d out of range [0, 10]", c.MaxRetries)
+	check(c.MaxRewriteAttempts >= 0 && c.MaxRewriteAttempts <= 10, "maxRewriteAttempts %d out of range [0, 10]", c.MaxRewriteAttempts)
+	check(c.GradePassThreshold >= 0 && c.GradePassThreshold <= 1, "gradePassThreshold %g out of range [0, 1]", c.GradePassThreshold)
+	check(c.MaxSteps >= 1 && c.MaxSteps <= 200, "maxSteps %d out of range [1, 200]", c.MaxSteps)
+	return errors.Join(errs...)
+}
+
+func validModelName(s string) bool {
+	return s != "" && len(s) <= 200 && !strings.ContainsAny(s, " \t\r\n")
+}
+
+// Merge returns c with the options set in raw (a JSON object of
+// [SessionConfig] fields) applied. Unknown keys, wrong types and
+// out-of-range values are errors.
+func (c SessionConfig) Merge(raw json.RawMessage) (SessionConfig, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return c, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// TurnOptions are the options a single turn may override (DESIGN.md §8,
+// scope "turn"). Nil fields keep the session's value.
+type TurnOptions struct {
+	LLMModel             *string  `json:"llmModel,omitempty"`
+	WindowStrategy       *string  `json:"windowStrategy,omitempty"`
+	MaxRounds            *int     `json:"maxRounds,omitempty"`
+	MaxTokens            *int     `json:"maxTokens,omitempty"`
+	EnableQueryRewriting *bool    `json:"enableQueryRewriting,omitempty"`
+	TopK                 *int     `json:"topK,omitempty"`
+	SimilarityThreshold  *float64 `json:"similarityThreshold,omitempty"`
+	MaxRewriteAttempts   *int     `json:"maxRewriteAttempts,omitempty"`
+	GradePassThreshold   *float64 `json:"gradePassThreshold,omitempty"`
+}
+
+// ParseTurnOptions decodes a turn's "config" object strictly: unknown keys
+// and wrong types are errors.
+func ParseTurnOptions(raw json.RawMessage) (TurnOptions, error) {
+	var o TurnOptions
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return o, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, fmt.Errorf("config: %w", err)
+	}
+	return o, nil
+}
+
+// Apply returns c with the turn's overrides, validated.
+func (o TurnOptions) Apply(c SessionConfig) (SessionConfig, error) {
+	set(&c.LLMModel, o.LLMModel)
+	set(&c.WindowStrategy, o.WindowStrategy)
+	set(&c.MaxRounds, o.MaxRounds)
+	set(&c.MaxTokens, o.MaxTokens)
+	set(&c.EnableQueryRewriting, o.EnableQueryRewriting)
+	set(&c.TopK, o.TopK)
+	set(&c.SimilarityThreshold, o.SimilarityThreshold)
+	set(&c.MaxRewriteAttempts, o.MaxRewriteAttempts)
+	set(&c.GradePassThreshold, o.GradePassThreshold)
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}

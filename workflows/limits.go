@@ -1,0 +1,70 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits are service-level knobs of a session workflow, chosen by whoever
+// starts it (from the environment) and carried across continue-as-new.
+type Limits struct {
+	// ContinueAsNewEvery bounds the turns of one workflow run.
+	ContinueAsNewEvery int `json:"continueAsNewEvery"`
+	// IdleTTL ends an idle session cleanly; its next turn revives it.
+	IdleTTL time.Duration `json:"idleTtl"`
+	// LLMTimeout is the start-to-close timeout of a model call.
+	LLMTimeout time.Duration `json:"llmTimeout"`
+	// RecentTurns is how many turn results the session keeps for queries.
+	RecentTurns int `json:"recentTurns"`
+	// LLMMaxTokens caps the tokens generated per model call.
+	LLMMaxTokens int `json:"llmMaxTokens"`
+}
+
+// DefaultLimits returns the defaults documented in the README.
+func DefaultLimits() Limits {
+	return Limits{
+		ContinueAsNewEvery: 100,
+		IdleTTL:            24 * time.Hour,
+		LLMTimeout:         60 * time.Second,
+		RecentTurns:        32,
+		LLMMaxTokens:       2000,
+	}
+}
+
+// withDefaults fills zero fields with their defaults.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.ContinueAsNewEvery <= 0 {
+		l.ContinueAsNewEvery = d.ContinueAsNewEvery
+	}
+	if l.IdleTTL <= 0 {
+		l.IdleTTL = d.IdleTTL
+	}
+	if l.LLMTimeout <= 0 {
+		l.LLMTimeout = d.LLMTimeout
+	}
+	if l.RecentTurns <= 0 {
+		l.RecentTurns = d.RecentTurns
+	}
+	if l.LLMMaxTokens <= 0 {
+		l.LLMMaxTokens = d.LLMMaxTokens
+	}
+	return l
+}
+
+// Validate reports a knob that is out of range.
+func (l Limits) Validate() error {
+	switch {
+	case l.ContinueAsNewEvery < 1 || l.ContinueAsNewEvery > 10_000:
+		return fmt.Errorf("continue-as-new interval %d out of range [1, 10000]", l.ContinueAsNewEvery)
+	case l.IdleTTL < time.Second:
+		return fmt.Errorf("idle TTL %s is under 1s", l.IdleTTL)
+	case l.LLMTimeout < time.Second:
+		return fmt.Errorf("LLM timeout %s is under 1s", l.LLMTimeout)
+	case l.RecentTurns < 1 || l.RecentTurns > 1000:
+		return fmt.Errorf("recent turns %d out of range [1, 1000]", l.RecentTurns)
+	case l.LLMMaxTokens < 1 || l.LLMMaxTokens > 1_000_000:
+		return fmt.Errorf("LLM max tokens %d out of range [1, 1000000]", l.LLMMaxTokens)
+	}
+	return nil
+}

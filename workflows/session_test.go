@@ -1,0 +1,341 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/tiktoken"
+	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// fakeModel answers "answer N to: <last user message>" and records calls.
+type fakeModel struct {
+	mu    sync.Mutex
+	calls []activities.ChatRequest
+	err   error
+}
+
+func (m *fakeModel) Chat(_ context.Context, req activities.ChatRequest, _ func(string)) (activities.ChatResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, req)
+	if m.err != nil {
+		return activities.ChatResponse{}, m.err
+	}
+	last := req.Messages[len(req.Messages)-1]
+	return activities.ChatResponse{Content: fmt.Sprintf("answer %d to: %s", len(m.calls), last.Content), Model: req.Model}, nil
+}
+
+func (m *fakeModel) questions() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, c := range m.calls {
+		out = append(out, c.Messages[len(c.Messages)-1].Content)
+	}
+	return out
+}
+
+type harness struct {
+	env   *testsuite.TestWorkflowEnvironment
+	model *fakeModel
+	store *transcript.FileStore
+	key   activities.SessionKey
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return newHarnessWith(t, store)
+}
+
+func newHarnessWith(t *testing.T, store *transcript.FileStore) *harness {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{})
+	tok, err := tiktoken.New("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &fakeModel{}
+	env.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+	env.RegisterActivity(&activities.Session{Transcript: store, Model: model, Tokenizer: tok, Engine: "fake"})
+	return &harness{env: env, model: model, store: store, key: activities.SessionKey{Tenant: "t1", SessionID: "s1"}}
+}
+
+func (h *harness) input(limits workflows.Limits) workflows.SessionInput {
+	return workflows.SessionInput{Tenant: h.key.Tenant, SessionID: h.key.SessionID, Limits: limits}
+}
+
+// update sends a turn update at the given delay and records its outcome.
+type outcome struct {
+	rejected error
+	result   workflows.TurnResult
+	err      error
+	done     bool
+}
+
+func (h *harness) update(delay time.Duration, req workflows.TurnRequest) *outcome {
+	o := &outcome{}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(workflows.UpdateTurn, req.TurnID, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { o.rejected, o.done = err, true },
+			OnComplete: func(v any, err error) {
+				o.done, o.err = true, err
+				if r, ok := v.(workflows.TurnResult); ok {
+					o.result = r
+				}
+			},
+		}, req)
+	}, delay)
+	return o
+}
+
+func (h *harness) signal(delay time.Duration, req workflows.TurnRequest) {
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(workflows.SignalTurn, req) }, delay)
+}
+
+func (h *harness) state(t *testing.T) workflows.SessionState {
+	t.Helper()
+	v, err := h.env.QueryWorkflow(workflows.QueryState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.SessionState
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (h *harness) transcriptLen(t *testing.T) int {
+	t.Helper()
+	n, err := h.store.Len(context.Background(), h.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestTurnUpdateAnswersAndSavesBothMessages(t *testing.T) {
+	h := newHarness(t)
+	o := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "What is ctxflow?"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	if !o.done || o.err != nil || o.rejected != nil {
+		t.Fatalf("update outcome = %+v", o)
+	}
+	r := o.result
+	if r.Status != workflows.TurnCompleted || r.Answer != "answer 1 to: What is ctxflow?" {
+		t.Fatalf("result = %+v", r)
+	}
+	var names []string
+	for _, s := range r.Steps {
+		names = append(names, s.Name+":"+s.Status)
+	}
+	if got := strings.Join(names, ","); got != "load_context:ok,generate:ok,save:ok" {
+		t.Errorf("steps = %s", got)
+	}
+	if r.SessionInfo.Turns != 1 || r.SessionInfo.Messages != 2 || r.SessionInfo.Health != workflows.HealthOK {
+		t.Errorf("session info = %+v", r.SessionInfo)
+	}
+	if n := h.transcriptLen(t); n != 2 {
+		t.Errorf("transcript has %d messages, want 2", n)
+	}
+	if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
+		t.Errorf("workflow did not end cleanly after the idle TTL: %v", h.env.GetWorkflowError())
+	}
+}
+
+func TestTurnValidatorRejectsBadInputBeforeHistory(t *testing.T) {
+	tests := []struct {
+		name, question, config, want string
+	}{
+		{"empty", "", "", "question is empty"},
+		{"whitespace only", " \t\n ", "", "question is empty"},
+		{"too long", strings.Repeat("a", 32<<10+1), "", "over the 32768-byte limit"},
+		{"unknown option", "hi", `{"maxRoundz": 3}`, `unknown field "maxRoundz"`},
+		{"wrong type", "hi", `{"maxRounds": "three"}`, "cannot unmarshal"},
+		{"out of range", "hi", `{"maxRounds": 0}`, "out of range"},
+		{"out of range float", "hi", `{"similarityThreshold": 1.5}`, "similarityThreshold 1.5 out of range"},
+		{"bad strategy", "hi", `{"windowStrategy": "all"}`, "all"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			o := h.update(time.Second, workflows.TurnRequest{TurnID: "t-bad", Question: tc.question, Config: json.RawMessage(tc.config)})
+			h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+			if o.rejected == nil || !strings.Contains(o.rejected.Error(), tc.want) {
+				t.Fatalf("rejection = %v, want it to mention %q", o.rejected, tc.want)
+			}
+			if len(h.model.calls) != 0 || h.transcriptLen(t) != 0 {
+				t.Errorf("a rejected turn reached the model (%d calls) or the transcript", len(h.model.calls))
+			}
+		})
+	}
+	t.Run("bad turn id", func(t *testing.T) {
+		h := newHarness(t)
+		o := h.update(time.Second, workflows.TurnRequest{TurnID: "../etc", Question: "hi"})
+		h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+		if o.rejected == nil || !strings.Contains(o.rejected.Error(), "turnId") {
+			t.Fatalf("rejection = %v", o.rejected)
+		}
+	})
+}
+
+func TestRepeatedTurnIDReturnsFirstResultAndAppendsNothing(t *testing.T) {
+	h := newHarness(t)
+	first := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first"})
+	h.signal(2*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first"})
+	again := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first, again"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	if first.result.Answer == "" || first.result.Answer != again.result.Answer {
+		t.Fatalf("answers differ: %q vs %q", first.result.Answer, again.result.Answer)
+	}
+	if len(h.model.calls) != 1 {
+		t.Errorf("model called %d times, want 1", len(h.model.calls))
+	}
+	if n := h.transcriptLen(t); n != 2 {
+		t.Errorf("transcript has %d messages, want 2", n)
+	}
+	if st := h.state(t); st.Turns != 1 {
+		t.Errorf("turns = %d, want 1", st.Turns)
+	}
+}
+
+func TestTurnsRunOneAtATimeInArrivalOrder(t *testing.T) {
+	h := newHarness(t)
+	h.model.err = nil
+	var outs []*outcome
+	for i := range 6 {
+		req := workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)}
+		if i%2 == 0 {
+			h.signal(time.Second, req)
+		} else {
+			outs = append(outs, h.update(time.Second, req))
+		}
+	}
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	if got, want := strings.Join(h.model.questions(), ","), "q0,q1,q2,q3,q4,q5"; got != want {
+		t.Fatalf("model saw %s, want %s", got, want)
+	}
+	for _, o := range outs {
+		if o.result.Status != workflows.TurnCompleted {
+			t.Errorf("update result = %+v", o.result)
+		}
+	}
+	// Each turn sees the whole conversation before it: the window of turn 5
+	// holds q0..q4 with their answers and q5.
+	last := h.model.calls[5]
+	if n := len(last.Messages); n != 1+11 {
+		t.Errorf("turn 5 saw %d messages, want system + 11", n)
+	}
+	if st := h.state(t); st.Turns != 6 || st.Messages != 12 {
+		t.Errorf("state turns=%d messages=%d", st.Turns, st.Messages)
+	}
+}
+
+func TestModelFailureDegradesAndKeepsQuestion(t *testing.T) {
+	h := newHarness(t)
+	h.model.err = &activities.ModelError{StatusCode: 404, Message: `model "nope" not found`}
+	o := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "hello?"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	r := o.result
+	if r.Status != workflows.TurnFailed || !strings.Contains(r.Error, "not found") || r.Answer != "" {
+		t.Fatalf("result = %+v", r)
+	}
+	if len(h.model.calls) != 1 {
+		t.Errorf("a permanent error was retried: %d calls", len(h.model.calls))
+	}
+	st := h.state(t)
+	if st.Health != workflows.HealthDegraded || !strings.Contains(st.DegradedReason, "not found") {
+		t.Errorf("state health=%s reason=%q", st.Health, st.DegradedReason)
+	}
+	if n := h.transcriptLen(t); n != 1 {
+		t.Errorf("transcript has %d messages, want the question only", n)
+	}
+}
+
+func TestTransientModelFailureIsRetried(t *testing.T) {
+	h := newHarness(t)
+	h.model.err = errors.New("connection refused")
+	o := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "hello?"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+	if o.result.Status != workflows.TurnFailed {
+		t.Fatalf("result = %+v", o.result)
+	}
+	if got, want := len(h.model.calls), workflows.DefaultSessionConfig().MaxRetries+1; got != want {
+		t.Errorf("model called %d times, want %d (1 + maxRetries)", got, want)
+	}
+}
+
+func TestContinueAsNewCarriesWorkingState(t *testing.T) {
+	h := newHarness(t)
+	h.update(time.Second, workflows.TurnRequest{TurnID: "t-0", Question: "q0"})
+	h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "q1"})
+	h.signal(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "q2"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour, ContinueAsNewEvery: 2}))
+
+	var can *workflow.ContinueAsNewError
+	if !errors.As(h.env.GetWorkflowError(), &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", h.env.GetWorkflowError())
+	}
+	var next workflows.SessionInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	st := next.State
+	if st == nil || st.Turns != 2 || st.Messages != 4 || st.ActiveLeaf != "t-1.a" || len(st.Recent) != 2 {
+		t.Fatalf("carried state = %+v", st)
+	}
+	// The third turn, a signal queued behind the second, is carried, not lost.
+	if len(st.Pending) != 1 || st.Pending[0].TurnID != "t-2" {
+		t.Errorf("pending carried = %+v", st.Pending)
+	}
+	if next.Limits.ContinueAsNewEvery != 2 || next.SessionID != "s1" {
+		t.Errorf("limits/session not carried: %+v", next)
+	}
+}
+
+func TestIdleTTLEndsRunAndNextRunRevivesFromSnapshot(t *testing.T) {
+	h := newHarness(t)
+	h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "remember me"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Minute}))
+	if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
+		t.Fatalf("run did not end cleanly: %v", h.env.GetWorkflowError())
+	}
+
+	// A new run of the same session (what the next turn's update-with-start
+	// does) picks the state up from the snapshot.
+	h2 := newHarnessWith(t, h.store)
+	o := h2.update(time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "and now?"})
+	h2.env.ExecuteWorkflow(workflows.SessionWorkflowName, h2.input(workflows.Limits{IdleTTL: time.Minute}))
+	if o.result.Status != workflows.TurnCompleted || o.result.SessionInfo.Turns != 2 || o.result.SessionInfo.Messages != 4 {
+		t.Fatalf("revived turn = %+v", o.result)
+	}
+	if n := len(h2.model.calls[0].Messages); n != 1+3 {
+		t.Errorf("revived turn saw %d messages, want system + 3", n)
+	}
+}

@@ -1,0 +1,136 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+)
+
+// runTurn is the turn pipeline (DESIGN.md §3) as far as it is built:
+// load working context → trim to budget → generate → save. It fills res
+// and never returns an error: a failed turn is a result, and the user's
+// message is kept whatever happens.
+func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult) {
+	if err := ValidateTurn(req, s.st.Config); err != nil {
+		// Only signals get here: the update validator rejects bad turns first.
+		res.Status, res.Error = TurnRejected, err.Error()
+		return
+	}
+	opts, _ := ParseTurnOptions(req.Config) // validated above
+	cfg, _ := opts.Apply(s.st.Config)
+
+	var lc activities.LoadContextResult
+	err := s.step(ctx, res, "load_context", func() (map[string]any, error) {
+		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, fmt.Sprintf("load context (%s, %d rounds, %d tokens)", cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens)),
+			sa.LoadContext, activities.LoadContextInput{
+				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
+				Window: cfg.Window(), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
+			}).Get(ctx, &lc)
+		return map[string]any{
+			"windowMessages": len(lc.WindowIDs), "tokensBefore": lc.TokensBefore,
+			"tokensAfter": lc.TokensAfter, "trimmedCount": lc.TrimmedCount,
+		}, err
+	})
+	if err != nil {
+		s.fail(res, "load context", err)
+		return
+	}
+	res.UserMessageID = lc.UserMessageID
+	s.st.ActiveLeaf = lc.UserMessageID
+	s.st.Messages = lc.Messages
+	s.st.TokensBefore, s.st.TokensAfter = lc.TokensBefore, lc.TokensAfter
+
+	if lc.AnswerID != "" { // a repeat of a turn whose answer is already stored
+		res.Steps = append(res.Steps, Step{Name: "generate", Status: "skipped", Start: workflow.Now(ctx),
+			Details: map[string]any{"reason": "answer already in transcript"}})
+		s.complete(res, lc.AnswerID, lc.Answer)
+		return
+	}
+
+	var gen activities.GenerateResult
+	err = s.step(ctx, res, "generate", func() (map[string]any, error) {
+		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1),
+			sa.Generate, activities.GenerateInput{
+				Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
+				Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
+			}).Get(ctx, &gen)
+		return map[string]any{
+			"model": cfg.LLMModel, "engine": gen.Engine,
+			"promptTokens": gen.PromptTokens, "completionTokens": gen.CompletionTokens,
+		}, err
+	})
+	if err != nil {
+		s.fail(res, "model unavailable", err)
+		return
+	}
+	res.Model, res.Engine = gen.Model, gen.Engine
+
+	var saved activities.SaveAnswerResult
+	err = s.step(ctx, res, "save", func() (map[string]any, error) {
+		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, "save answer"), sa.SaveAnswer, activities.SaveAnswerInput{
+			Session: s.key, TurnID: req.TurnID, ParentID: lc.UserMessageID, Answer: gen.Answer,
+			Model: gen.Model, Engine: gen.Engine, CreatedAt: workflow.Now(ctx),
+		}).Get(ctx, &saved)
+		return map[string]any{"messageId": saved.MessageID, "tokens": saved.Tokens}, err
+	})
+	if err != nil {
+		s.fail(res, "save answer", err)
+		return
+	}
+	s.st.Messages = saved.Messages
+	s.complete(res, saved.MessageID, gen.Answer)
+}
+
+// step runs one pipeline step and records it in the turn's trace.
+func (s *session) step(ctx workflow.Context, res *TurnResult, name string, fn func() (map[string]any, error)) error {
+	start := workflow.Now(ctx)
+	details, err := fn()
+	st := Step{Name: name, Status: "ok", Start: start, DurationMS: workflow.Now(ctx).Sub(start).Milliseconds(), Details: details}
+	if err != nil {
+		st.Status = "failed"
+		if st.Details == nil {
+			st.Details = map[string]any{}
+		}
+		st.Details["error"] = rootMessage(err)
+	}
+	res.Steps = append(res.Steps, st)
+	return err
+}
+
+func (s *session) complete(res *TurnResult, answerID, answer string) {
+	res.Status, res.Answer, res.AssistantMessageID = TurnCompleted, answer, answerID
+	s.st.ActiveLeaf = answerID
+	s.st.Turns++
+	s.st.Health, s.st.DegradedReason = HealthOK, ""
+}
+
+// fail marks the turn failed and the session degraded. The user's message
+// stays in the transcript; no answer is invented.
+func (s *session) fail(res *TurnResult, what string, err error) {
+	res.Status = TurnFailed
+	res.Error = what + ": " + rootMessage(err)
+	s.st.Health, s.st.DegradedReason = HealthDegraded, res.Error
+	s.logger.Warn("turn failed", "turn", res.TurnID, "error", err)
+}
+
+// rootMessage is the innermost application error's message: what went
+// wrong, without Temporal's wrapping.
+func rootMessage(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		msg := appErr.Message()
+		if cause := errors.Unwrap(appErr); cause != nil && !errors.As(cause, new(*temporal.ApplicationError)) {
+			msg += ": " + cause.Error()
+		}
+		return msg
+	}
+	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) {
+		return "timed out (" + timeoutErr.TimeoutType().String() + ")"
+	}
+	return err.Error()
+}

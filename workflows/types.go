@@ -1,0 +1,191 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxQuestionBytes is the largest question a turn may carry.
+const MaxQuestionBytes = 32 << 10
+
+// TurnRequest is one user turn, as sent by the turn signal and update.
+type TurnRequest struct {
+	// TurnID is the idempotency key: a repeated id returns the first result
+	// and appends nothing.
+	TurnID   string `json:"turnId"`
+	Question string `json:"question"`
+	// Config holds per-turn overrides ([TurnOptions]) as raw JSON so that
+	// unknown keys can be rejected.
+	Config json.RawMessage `json:"config,omitempty"`
+	// ReceivedAt is set by the workflow when the turn is queued.
+	ReceivedAt time.Time `json:"receivedAt"`
+}
+
+// ValidateTurn checks a turn before it is queued: the update validator and
+// the API both call it, so bad input never reaches workflow history.
+func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
+	if err := ValidateID("turnId", req.TurnID); err != nil {
+		return err
+	}
+	switch {
+	case !utf8.ValidString(req.Question):
+		return errors.New("question is not valid UTF-8")
+	case strings.TrimSpace(req.Question) == "":
+		return errors.New("question is empty")
+	case len(req.Question) > MaxQuestionBytes:
+		return fmt.Errorf("question is %d bytes, over the %d-byte limit", len(req.Question), MaxQuestionBytes)
+	}
+	opts, err := ParseTurnOptions(req.Config)
+	if err != nil {
+		return err
+	}
+	_, err = opts.Apply(cfg)
+	return err
+}
+
+// Turn statuses.
+const (
+	TurnQueued    = "queued"
+	TurnRunning   = "running"
+	TurnCompleted = "completed"
+	TurnFailed    = "failed"
+	TurnRejected  = "rejected"
+)
+
+// Step is one step of a turn's pipeline, for the trace.
+type Step struct {
+	Name       string         `json:"name"`
+	Status     string         `json:"status"` // ok, failed, skipped, degraded
+	Start      time.Time      `json:"start"`
+	DurationMS int64          `json:"durationMs"`
+	Details    map[string]any `json:"details,omitempty"`
+}
+
+// TurnResult is what a turn produced.
+type TurnResult struct {
+	TurnID         string      `json:"turnId"`
+	Status         string      `json:"status"`
+	Question       string      `json:"question"`
+	Answer         string      `json:"answer,omitempty"`
+	RewrittenQuery string      `json:"rewrittenQuery,omitempty"`
+	Topic          string      `json:"topic,omitempty"`
+	Intent         string      `json:"intent,omitempty"`
+	RetrievedDocs  []Doc       `json:"retrievedDocs,omitempty"`
+	Steps          []Step      `json:"steps,omitempty"`
+	SessionInfo    SessionInfo `json:"sessionInfo"`
+	Engine         string      `json:"engine,omitempty"`
+	Model          string      `json:"model,omitempty"`
+	Error          string      `json:"error,omitempty"`
+	// MessageIDs are the transcript ids of the user and assistant messages.
+	UserMessageID      string    `json:"userMessageId,omitempty"`
+	AssistantMessageID string    `json:"assistantMessageId,omitempty"`
+	ReceivedAt         time.Time `json:"receivedAt"`
+	CompletedAt        time.Time `json:"completedAt"`
+}
+
+// Done reports whether the turn reached a final status.
+func (r TurnResult) Done() bool {
+	return r.Status == TurnCompleted || r.Status == TurnFailed || r.Status == TurnRejected
+}
+
+// Doc is a retrieved document as shown with an answer.
+type Doc struct {
+	ID      string  `json:"id"`
+	Score   float64 `json:"score"`
+	Content string  `json:"content,omitempty"`
+	Source  string  `json:"source,omitempty"`
+}
+
+// SessionInfo is the part of the session state returned with every turn.
+type SessionInfo struct {
+	SessionID      string `json:"sessionId"`
+	Turns          int    `json:"turns"`
+	Messages       int    `json:"messages"`
+	TokensBefore   int    `json:"tokensBefore"`
+	TokensAfter    int    `json:"tokensAfter"`
+	TrimmedCount   int    `json:"trimmedCount"`
+	Health         string `json:"health"`
+	DegradedReason string `json:"degradedReason,omitempty"`
+}
+
+// Session statuses (the CtxStatus search attribute).
+const (
+	StatusIdle    = "idle"
+	StatusRunning = "running"
+	StatusPaused  = "paused"
+	StatusClosed  = "closed"
+)
+
+// Health of a session.
+const (
+	HealthOK       = "ok"
+	HealthDegraded = "degraded"
+)
+
+// SessionInput starts (or continues) a session workflow.
+type SessionInput struct {
+	Tenant    string          `json:"tenant"`
+	SessionID string          `json:"sessionId"`
+	Title     string          `json:"title,omitempty"`
+	Config    json.RawMessage `json:"config,omitempty"`
+	// State is set on continue-as-new: the working state carried over.
+	State *SessionState `json:"state,omitempty"`
+	// Limits are the service-level knobs; zero fields take their defaults.
+	Limits Limits `json:"limits"`
+}
+
+// SessionState is the working state of a session: what the state query
+// returns and what continue-as-new carries. It holds references and small
+// values only; message bodies live in the transcript store.
+type SessionState struct {
+	Tenant         string        `json:"tenant"`
+	SessionID      string        `json:"sessionId"`
+	Title          string        `json:"title,omitempty"`
+	Config         SessionConfig `json:"config"`
+	Status         string        `json:"status"`
+	Health         string        `json:"health"`
+	DegradedReason string        `json:"degradedReason,omitempty"`
+	Turns          int           `json:"turns"`
+	Messages       int           `json:"messages"`
+	ActiveLeaf     string        `json:"activeLeaf,omitempty"`
+	TokensBefore   int           `json:"tokensBefore"`
+	TokensAfter    int           `json:"tokensAfter"`
+	Summary        *Summary      `json:"summary,omitempty"`
+	LastIntent     string        `json:"lastIntent,omitempty"`
+	Pending        []TurnRequest `json:"pending,omitempty"`
+	// Recent are the results of the last turns, newest last, for the turn
+	// and steps queries and for idempotency (older repeats are caught by
+	// the transcript store).
+	Recent    []TurnResult `json:"recent,omitempty"`
+	Runs      int          `json:"runs"`
+	CreatedAt time.Time    `json:"createdAt"`
+	UpdatedAt time.Time    `json:"updatedAt"`
+}
+
+// Summary is the running summary of the older part of the active branch.
+type Summary struct {
+	Text        string `json:"text"`
+	Tokens      int    `json:"tokens"`
+	FoldedCount int    `json:"foldedCount"`
+	// CoveredTo is the id of the last message folded into the summary.
+	CoveredTo string `json:"coveredTo"`
+	CacheKey  string `json:"cacheKey"`
+	Degraded  bool   `json:"degraded,omitempty"`
+}
+
+// Info returns the session info attached to a turn result.
+func (s *SessionState) Info() SessionInfo {
+	return SessionInfo{
+		SessionID:      s.SessionID,
+		Turns:          s.Turns,
+		Messages:       s.Messages,
+		TokensBefore:   s.TokensBefore,
+		TokensAfter:    s.TokensAfter,
+		Health:         s.Health,
+		DegradedReason: s.DegradedReason,
+	}
+}
