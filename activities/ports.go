@@ -23,12 +23,18 @@ type ChatRequest struct {
 	Format []byte
 }
 
-// ModelOptions are per-call generation options.
+// ModelOptions are per-call generation options. Zero values (nil pointers)
+// leave the model's own default.
 type ModelOptions struct {
+	// Temperature is the sampling temperature; 0 is greedy.
 	Temperature *float64
-	NumCtx      int
-	NumPredict  int
-	Seed        *int
+	// NumCtx is the context window in tokens.
+	NumCtx int
+	// NumPredict caps the tokens generated; -1 means no cap (Ollama also
+	// accepts -2: fill the context).
+	NumPredict int
+	// Seed makes sampling reproducible.
+	Seed *int
 }
 
 // ChatResponse is a finished chat call.
@@ -57,8 +63,11 @@ type ModelError struct {
 	StatusCode int
 	// Retryable says whether the same request may succeed later.
 	Retryable bool
-	Message   string
-	Err       error
+	// Message says what failed, fit for a log or a step trace; it includes
+	// the provider's own message when there was one.
+	Message string
+	// Err is the underlying cause, if any (a network error, a deadline).
+	Err error
 }
 
 func (e *ModelError) Error() string {

@@ -15,7 +15,21 @@ const (
 	RoleAssistant  Role = "assistant"
 	RoleToolCall   Role = "tool_call"
 	RoleToolResult Role = "tool_result"
+	// RoleSummary marks a compaction record: its Content is a running summary
+	// of the branch up to Meta[MetaSummaryThrough]. It is part of the
+	// transcript but costs nothing in the model view (the summary reaches the
+	// model through [Context], not as a message).
+	RoleSummary Role = "summary"
 )
+
+// Valid reports whether r is one of the roles above.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleSystem, RoleUser, RoleAssistant, RoleToolCall, RoleToolResult, RoleSummary:
+		return true
+	}
+	return false
+}
 
 // ToolCall is the call an assistant asked for.
 type ToolCall struct {

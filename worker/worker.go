@@ -52,7 +52,9 @@ func BuildPorts(cfg config.Config, log *slog.Logger) (*Ports, error) {
 	if err != nil {
 		return nil, err
 	}
-	model, err := ollama.New(ollama.Config{Host: cfg.OllamaHost, Timeout: cfg.Limits.LLMTimeout})
+	// The adapter gives up a little before the activity does, so that a slow
+	// model is reported as a model timeout rather than an activity timeout.
+	model, err := ollama.New(ollama.Config{Host: cfg.OllamaHost, Timeout: cfg.Limits.LLMTimeout * 9 / 10})
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("ollama: %w", err)

@@ -1,0 +1,53 @@
+# ctxflow — see README.md. Every target works on a fresh clone: tools are
+# pinned in go.mod (`go tool ...`), nothing is installed by hand.
+GO          ?= go
+BIN         ?= bin/ctxflow
+RAPID_CHECKS ?= 200
+FUZZ_TIME   ?= 15s
+# Packages that run with the race detector (fast, no embedded server).
+UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /convo)
+
+.PHONY: all build run test unit convo-test fuzz e2e lint depcheck bench clean
+
+all: lint test
+
+build:
+	$(GO) build -o $(BIN) ./cmd/ctxflow
+
+## run: the whole service on embedded defaults (Temporal + UI + worker + API).
+run: build
+	./$(BIN) dev
+
+## test: unit + property + workflow tests (with -race), a short fuzz run, and
+## the end-to-end tests against a real embedded Temporal server.
+test: unit convo-test fuzz e2e
+
+unit:
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+convo-test:
+	$(GO) test -race -count=1 ./convo/... -args -rapid.checks=$(RAPID_CHECKS)
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeJSONL -fuzztime=$(FUZZ_TIME) ./convo/
+
+# The embedded Temporal server is too slow under -race for the time budget.
+e2e:
+	$(GO) test -count=1 -timeout=15m ./internal/devserver/... ./tests/...
+
+## lint: gofmt, go vet, staticcheck, workflowcheck and the dependency rules.
+lint: depcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	$(GO) tool workflowcheck -config workflowcheck.config.yaml ./...
+
+depcheck:
+	./scripts/depcheck.sh
+
+## bench: benchmarks of the context engine, tokenizer and turn pipeline.
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+clean:
+	rm -rf bin

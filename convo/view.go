@@ -1,0 +1,168 @@
+package convo
+
+import (
+	"fmt"
+	"strings"
+)
+
+// View says how stored messages are shown to the model. The zero value is
+// the default view: tool results capped at [DefaultObservationMaxChars].
+// The model view is a pure function of the messages and the View, so it is
+// deterministic for the same inputs.
+type View struct {
+	// ObservationMaxChars caps each tool result's content (in characters)
+	// through [CompressObservation]; 0 means [DefaultObservationMaxChars].
+	ObservationMaxChars int `json:"observationMaxChars,omitempty"`
+}
+
+func (v View) observationMax() int {
+	if v.ObservationMaxChars <= 0 {
+		return DefaultObservationMaxChars
+	}
+	return v.ObservationMaxChars
+}
+
+// Content returns m's content as the model sees it: tool results are
+// compressed, everything else is verbatim.
+func (v View) Content(m Message) string {
+	if m.Role == RoleToolResult {
+		return CompressObservation(m.Content, v.observationMax())
+	}
+	return m.Content
+}
+
+// Tokens returns m's cost in this view; see [MessageTokens].
+func (v View) Tokens(tok Tokenizer, m Message) int {
+	if m.Role == RoleSummary {
+		return 0
+	}
+	tok = orEstimate(tok)
+	n := MessageOverheadTokens + tok.Count(ModelRole(m.Role)) + tok.Count(v.Content(m))
+	if m.Role == RoleToolCall && m.ToolCall != nil {
+		n += ToolFieldOverheadTokens + tok.Count(m.ToolCall.ID) + tok.Count(m.ToolCall.Name) + tok.Count(string(m.ToolCall.Args))
+	}
+	if m.Role == RoleToolResult {
+		n += ToolFieldOverheadTokens + tok.Count(m.ToolCallID)
+	}
+	return n
+}
+
+// ToModelMessages converts a branch (oldest first) to the default model view;
+// see [View.ModelMessages].
+func ToModelMessages(msgs []Message) ([]ModelMessage, error) {
+	return View{}.ModelMessages(msgs)
+}
+
+// ModelMessages converts a branch (oldest first) to chat messages:
+//   - system, user and assistant messages map directly;
+//   - a tool_call becomes an assistant message with ToolCalls; consecutive
+//     tool calls (parallel calls) are merged into one assistant message;
+//   - a tool_result becomes a "tool" message with ToolCallID and the
+//     ToolName of its call, its content compressed by the View;
+//   - RoleSummary records are skipped.
+//
+// Calls and results must pair up: a result without an earlier unanswered call
+// with its id is [ErrOrphanResult]; a call left unanswered at the end, or
+// followed by a non-tool message before its result, is [ErrUnansweredCall].
+func (v View) ModelMessages(msgs []Message) ([]ModelMessage, error) {
+	if err := checkPairing(msgs); err != nil {
+		return nil, err
+	}
+	out := make([]ModelMessage, 0, len(msgs))
+	names := make(map[string]string)
+	prevCall := false
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case RoleSummary:
+			continue
+		case RoleToolCall:
+			names[m.ToolCall.ID] = m.ToolCall.Name
+			tc := ToolCall{ID: m.ToolCall.ID, Name: m.ToolCall.Name, Args: m.ToolCall.Args}
+			if prevCall {
+				last := &out[len(out)-1]
+				last.ToolCalls = append(last.ToolCalls, tc)
+				if m.Content != "" {
+					last.Content = joinNonEmpty(last.Content, m.Content)
+				}
+			} else {
+				out = append(out, ModelMessage{Role: "assistant", Content: m.Content, ToolCalls: []ToolCall{tc}})
+			}
+			prevCall = true
+			continue
+		case RoleToolResult:
+			out = append(out, ModelMessage{Role: "tool", Content: v.Content(*m), ToolCallID: m.ToolCallID, ToolName: names[m.ToolCallID]})
+		default:
+			out = append(out, ModelMessage{Role: ModelRole(m.Role), Content: m.Content})
+		}
+		prevCall = false
+	}
+	return out, nil
+}
+
+func joinNonEmpty(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
+}
+
+// checkPairing applies the tool pairing rules of [View.ModelMessages] to a
+// whole slice.
+func checkPairing(msgs []Message) error {
+	var p pairing
+	for i := range msgs {
+		if err := p.step(&msgs[i]); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return p.end()
+}
+
+// pairing tracks the unanswered tool calls while a branch is read oldest
+// first. The number of open calls is small (one assistant turn's parallel
+// calls), so a slice beats a map.
+type pairing struct {
+	open []string // ids of unanswered calls
+	last string   // id of the last message, for errors
+}
+
+func (p *pairing) step(m *Message) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	switch m.Role {
+	case RoleToolCall:
+		for _, id := range p.open {
+			if id == m.ToolCall.ID {
+				return fmt.Errorf("message %q: call id %q is already open: %w", m.ID, id, ErrInvalidMessage)
+			}
+		}
+		p.open = append(p.open, m.ToolCall.ID)
+	case RoleToolResult:
+		k := -1
+		for j, id := range p.open {
+			if id == m.ToolCallID {
+				k = j
+				break
+			}
+		}
+		if k < 0 {
+			return fmt.Errorf("message %q answers call %q: %w", m.ID, m.ToolCallID, ErrOrphanResult)
+		}
+		p.open = append(p.open[:k], p.open[k+1:]...)
+	default:
+		if len(p.open) > 0 {
+			return fmt.Errorf("%s message %q follows unanswered call(s) %s: %w", m.Role, m.ID, strings.Join(p.open, ", "), ErrUnansweredCall)
+		}
+	}
+	p.last = m.ID
+	return nil
+}
+
+func (p *pairing) end() error {
+	if len(p.open) > 0 {
+		return fmt.Errorf("branch ends at %q with unanswered call(s) %s: %w", p.last, strings.Join(p.open, ", "), ErrUnansweredCall)
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Enforces the dependency rules of DESIGN.md §1:
+#   convo      imports the standard library only (directly and transitively);
+#   workflows  imports the standard library, Temporal's SDK/API, convo and
+#              activities (for method references) - and nothing it pulls in
+#              transitively may be a vendor SDK (gin, ollama, tiktoken, milvus,
+#              pgx, sqlite, chromem, bleve).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mod=$(go list -m)
+fail=0
+
+nonstd() { go list -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$@" 2>/dev/null | sed '/^$/d'; }
+
+# convo: every transitive dependency must be standard library or convo itself.
+for p in $(go list ./convo/...); do
+  bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$p" | grep -v "^$mod/convo" || true)
+  if [ -n "$bad" ]; then echo "depcheck: $p imports non-standard packages:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+done
+
+# workflows: direct imports from an allow-list.
+for p in $(go list ./workflows/...); do
+  bad=$(go list -f '{{join .Imports "\n"}}' "$p" | xargs -r go list -f '{{if not .Standard}}{{.ImportPath}}{{end}}' \
+    | grep -vE "^(go\.temporal\.io/(sdk|api)/|$mod/(convo|activities|workflows)$)" || true)
+  if [ -n "$bad" ]; then echo "depcheck: $p imports packages workflows may not use:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+done
+
+# workflows and the activities root (which workflows imports): no vendor SDK
+# anywhere below them.
+vendors='github.com/gin-gonic/|github.com/ollama/|github.com/pkoukk/|github.com/milvus-io/|github.com/jackc/|sqlite|github.com/philippgille/|github.com/blevesearch/'
+for p in $(go list ./workflows/... ./activities); do
+  bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$p" | grep -E "$vendors" || true)
+  if [ -n "$bad" ]; then echo "depcheck: $p depends on vendor SDKs:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+done
+
+[ $fail -eq 0 ] && echo "depcheck: ok"
+exit $fail
