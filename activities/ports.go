@@ -101,8 +101,13 @@ type TranscriptStore interface {
 	// Messages returns the messages with the given ids, in that order; a
 	// missing id is an error.
 	Messages(ctx context.Context, s SessionKey, ids []string) ([]convo.Message, error)
-	// Window trims the branch ending at leafID; O(window), not O(history).
-	Window(ctx context.Context, s SessionKey, leafID string, cfg convo.WindowConfig) (convo.Trimmed, error)
+	// Assemble builds the model view of the branch ending at leafID: the
+	// running summary sum (zero for none) and the window after it, in
+	// O(window). With fallback > 0 it is the summariser-failure view
+	// instead: the window over the last fallback messages.
+	Assemble(ctx context.Context, s SessionKey, leafID string, w convo.WindowConfig, sum convo.SummaryState, fallback int) (convo.Context, error)
+	// PlanSummary decides whether and what to fold into the running summary.
+	PlanSummary(ctx context.Context, s SessionKey, leafID string, w convo.WindowConfig, c convo.SummaryConfig, prev convo.SummaryState) (convo.SummaryPlan, error)
 	// Branch returns the branch root → leafID (the display transcript).
 	Branch(ctx context.Context, s SessionKey, leafID string) ([]convo.Message, error)
 	// Len returns the number of messages in the session.

@@ -21,6 +21,8 @@ type Session struct {
 	Transcript TranscriptStore
 	Model      ChatModel
 	Tokenizer  convo.Tokenizer
+	// SummaryCache reuses summaries of identical branch prefixes; may be nil.
+	SummaryCache convo.SummaryCache
 	// Engine names the model provider in turn results ("ollama", "offline").
 	Engine string
 	Log    *slog.Logger
@@ -46,6 +48,11 @@ type LoadContextInput struct {
 	Window       convo.WindowConfig `json:"window"`
 	SystemPrompt string             `json:"systemPrompt,omitempty"`
 	ReceivedAt   time.Time          `json:"receivedAt"`
+	// Summary is the session's running summary (zero for none).
+	Summary convo.SummaryState `json:"summary"`
+	// Fallback > 0 means the summariser failed: keep only the last
+	// Fallback messages (degraded) instead of summary + window.
+	Fallback int `json:"fallback,omitempty"`
 }
 
 // LoadContextResult names the messages of the model view, not their bodies.
@@ -56,6 +63,10 @@ type LoadContextResult struct {
 	TokensAfter   int      `json:"tokensAfter"`
 	TrimmedCount  int      `json:"trimmedCount"`
 	Messages      int      `json:"messages"`
+	// SummaryUsed reports that the running summary is part of the view.
+	SummaryUsed bool `json:"summaryUsed,omitempty"`
+	// Degraded reports a fallback truncation instead of a summary.
+	Degraded bool `json:"degraded,omitempty"`
 	// AnswerID and Answer are set when the transcript already holds this
 	// turn's answer (a repeat): the caller must not generate again.
 	AnswerID string `json:"answerId,omitempty"`
@@ -91,16 +102,17 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 		sys = convo.MessageTokens(a.Tokenizer, convo.Message{Role: convo.RoleSystem, Content: in.SystemPrompt})
 		window.MaxTokens = max(window.MaxTokens-sys, 1)
 	}
-	tr, err := a.Transcript.Window(ctx, in.Session, stored.ID, window)
+	view, err := a.Transcript.Assemble(ctx, in.Session, stored.ID, window, in.Summary, in.Fallback)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("trim context of %s turn %s", in.Session, in.TurnID), ErrTypeBadInput, err)
 	}
-	res.WindowIDs = make([]string, len(tr.Messages))
-	for i, m := range tr.Messages {
+	res.WindowIDs = make([]string, len(view.Messages))
+	for i, m := range view.Messages {
 		res.WindowIDs[i] = m.ID
 	}
-	res.TokensBefore, res.TokensAfter, res.TrimmedCount = tr.TokensBefore+sys, tr.TokensAfter+sys, tr.TrimmedCount
+	res.TokensBefore, res.TokensAfter, res.TrimmedCount = view.TokensBefore+sys, view.TokensAfter+sys, view.TrimmedCount
+	res.SummaryUsed, res.Degraded = view.Summary != "", view.Degraded
 	if res.Messages, err = a.Transcript.Len(ctx, in.Session); err != nil {
 		return res, fmt.Errorf("count messages of %s: %w", in.Session, err)
 	}
@@ -109,12 +121,14 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 
 // GenerateInput asks the chat model for an answer over a window of messages.
 type GenerateInput struct {
-	Session      SessionKey   `json:"session"`
-	TurnID       string       `json:"turnId"`
-	WindowIDs    []string     `json:"windowIds"`
-	SystemPrompt string       `json:"systemPrompt,omitempty"`
-	Model        string       `json:"model"`
-	Options      ModelOptions `json:"options"`
+	Session      SessionKey `json:"session"`
+	TurnID       string     `json:"turnId"`
+	WindowIDs    []string   `json:"windowIds"`
+	SystemPrompt string     `json:"systemPrompt,omitempty"`
+	// Summary is the running summary's text when the view uses it.
+	Summary string       `json:"summary,omitempty"`
+	Model   string       `json:"model"`
+	Options ModelOptions `json:"options"`
 }
 
 // GenerateResult is the model's answer. It is the one body that must enter
@@ -140,9 +154,15 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 		return GenerateResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("generate for %s turn %s: build model view", in.Session, in.TurnID), ErrTypeBadInput, err)
 	}
+	var head []convo.ModelMessage
 	if in.SystemPrompt != "" {
-		view = append([]convo.ModelMessage{{Role: string(convo.RoleSystem), Content: in.SystemPrompt}}, view...)
+		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: in.SystemPrompt})
 	}
+	if in.Summary != "" {
+		sm := convo.SummaryMessage(in.Summary)
+		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: sm.Content})
+	}
+	view = append(head, view...)
 	var onDelta func(string)
 	if activity.IsActivity(ctx) {
 		onDelta = func(string) { activity.RecordHeartbeat(ctx) }
@@ -178,6 +198,12 @@ type SaveAnswerInput struct {
 	Model     string     `json:"model,omitempty"`
 	Engine    string     `json:"engine,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
+	// Window, SummaryConfig and Summary let SaveAnswer tell whether the
+	// running summary should fold more history now; a zero SummaryConfig
+	// (summarisation off) never asks.
+	Window        convo.WindowConfig  `json:"window"`
+	SummaryConfig convo.SummaryConfig `json:"summaryConfig"`
+	Summary       convo.SummaryState  `json:"summary"`
 }
 
 // SaveAnswerResult names the stored answer.
@@ -185,6 +211,8 @@ type SaveAnswerResult struct {
 	MessageID string `json:"messageId"`
 	Tokens    int    `json:"tokens"`
 	Messages  int    `json:"messages"`
+	// SummaryDue reports that the history is over the summary threshold.
+	SummaryDue bool `json:"summaryDue,omitempty"`
 }
 
 // SaveAnswer appends the assistant message of a turn (idempotent by turn).
@@ -206,7 +234,69 @@ func (a *Session) SaveAnswer(ctx context.Context, in SaveAnswerInput) (SaveAnswe
 	if err != nil {
 		return SaveAnswerResult{}, fmt.Errorf("count messages of %s: %w", in.Session, err)
 	}
-	return SaveAnswerResult{MessageID: stored.ID, Tokens: stored.Tokens, Messages: n}, nil
+	res := SaveAnswerResult{MessageID: stored.ID, Tokens: stored.Tokens, Messages: n}
+	if in.SummaryConfig != (convo.SummaryConfig{}) {
+		plan, err := a.Transcript.PlanSummary(ctx, in.Session, stored.ID, in.Window, in.SummaryConfig, in.Summary)
+		if err != nil {
+			return res, fmt.Errorf("plan summary of %s: %w", in.Session, err)
+		}
+		res.SummaryDue = plan.Triggered && len(plan.Fold) > 0
+	}
+	return res, nil
+}
+
+// SummarizeInput asks for the running summary to fold older history.
+type SummarizeInput struct {
+	Session SessionKey          `json:"session"`
+	LeafID  string              `json:"leafId"`
+	Window  convo.WindowConfig  `json:"window"`
+	Config  convo.SummaryConfig `json:"config"`
+	Prev    convo.SummaryState  `json:"prev"`
+	// Force folds everything but the newest round, even under the
+	// threshold (the compress signal).
+	Force bool `json:"force,omitempty"`
+}
+
+// SummarizeResult is the new running summary.
+type SummarizeResult struct {
+	State convo.SummaryState `json:"state"`
+	// Folded is how many messages this call folded (0: nothing to do).
+	Folded int `json:"folded"`
+	// CacheHit reports a summary reused without a model call.
+	CacheHit bool `json:"cacheHit,omitempty"`
+	// More reports a backlog left for another call.
+	More bool `json:"more,omitempty"`
+}
+
+// Summarize folds the messages older than the window into the running
+// summary with the chat model (incrementally: previous summary + new
+// messages), reusing a cached summary of the same branch prefix.
+func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeResult, error) {
+	cfg, window := in.Config, in.Window
+	if in.Force { // fold everything but the newest round
+		cfg.ThresholdMessages, cfg.ThresholdTokens = 1, 0
+		window.MaxRounds = 1
+	}
+	plan, err := a.Transcript.PlanSummary(ctx, in.Session, in.LeafID, window, cfg, in.Prev)
+	if err != nil {
+		return SummarizeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("plan summary of %s", in.Session), ErrTypeBadInput, err)
+	}
+	if !plan.Triggered || len(plan.Fold) == 0 {
+		return SummarizeResult{State: in.Prev}, nil
+	}
+	st, hit, err := convo.Summarize(ctx, a.Tokenizer, plan, cfg, a.SummaryCache, func(ctx context.Context, prompt []convo.ModelMessage) (string, error) {
+		resp, err := a.Model.Chat(ctx, ChatRequest{Model: cfg.Model, Messages: prompt, Options: ModelOptions{NumPredict: 2 * cfg.MaxTokens}}, nil)
+		return resp.Content, err
+	})
+	if err != nil {
+		err = fmt.Errorf("summarize %s: %w", in.Session, err)
+		if IsPermanent(err) {
+			return SummarizeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+		}
+		return SummarizeResult{}, err
+	}
+	return SummarizeResult{State: st, Folded: len(plan.Fold), CacheHit: hit, More: plan.More}, nil
 }
 
 // SaveSnapshot stores a session's working state so that a session that

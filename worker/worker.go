@@ -21,6 +21,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/ollama"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -60,7 +61,9 @@ func BuildPorts(cfg config.Config, log *slog.Logger) (*Ports, error) {
 		return nil, fmt.Errorf("ollama: %w", err)
 	}
 	return &Ports{
-		Session: &activities.Session{Transcript: store, Model: model, Tokenizer: tok, Engine: "ollama", Log: log},
+		Session: &activities.Session{
+			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: "ollama", Log: log,
+		},
 		close:   []func() error{store.Close},
 	}, nil
 }

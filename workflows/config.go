@@ -64,6 +64,21 @@ func (c SessionConfig) Window() convo.WindowConfig {
 	return w
 }
 
+// Summary returns the summary-compression options of the config, or the
+// zero config when summarisation is off. The message threshold is the
+// window's size in messages, so whatever the window drops is folded into the
+// summary: the model never loses a message between the two.
+func (c SessionConfig) Summary() convo.SummaryConfig {
+	if !c.EnableSummarization {
+		return convo.SummaryConfig{}
+	}
+	sc := convo.DefaultSummaryConfig()
+	sc.ThresholdMessages = 2 * c.MaxRounds
+	sc.ThresholdTokens = c.SummaryThreshold
+	sc.Model = c.LLMModel
+	return sc
+}
+
 // Validate reports the first option that is out of range, with a reason.
 func (c SessionConfig) Validate() error {
 	var errs []error

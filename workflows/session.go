@@ -65,6 +65,7 @@ type session struct {
 	current      *TurnResult // the turn being processed
 	closing      *CloseRequest
 	compress     bool
+	summaryDue   bool // the last turn left the history over the summary threshold
 	turnsThisRun int
 	logger       log.Logger
 
@@ -222,7 +223,12 @@ func (s *session) run(ctx workflow.Context) error {
 			s.processNext(ctx)
 		case s.compress:
 			s.compress = false
-			s.logger.Info("compress requested")
+			var trace TurnResult
+			s.summarize(ctx, true, &trace)
+			s.logger.Info("compressed on request", "steps", trace.Steps)
+			if err := s.publish(ctx); err != nil {
+				s.logger.Warn("publish status", "error", err)
+			}
 		case s.closing != nil:
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
@@ -373,6 +379,10 @@ func (s *session) processNext(ctx workflow.Context) {
 		s.st.Recent = append([]TurnResult(nil), s.st.Recent[n:]...)
 	}
 	s.turnsThisRun++
+	if s.summaryDue { // after the answer is out: the caller does not wait for it
+		s.summaryDue = false
+		s.summarize(ctx, false, &s.st.Recent[len(s.st.Recent)-1])
+	}
 	s.st.Status = StatusIdle
 	s.st.UpdatedAt = res.CompletedAt
 	if err := s.publish(ctx); err != nil {

@@ -22,15 +22,30 @@ import (
 )
 
 // fakeModel answers "answer N to: <last user message>" and records calls.
+// Summary prompts are answered "summary N" (or fail with summaryErr) and
+// recorded apart.
 type fakeModel struct {
-	mu    sync.Mutex
-	calls []activities.ChatRequest
-	err   error
+	mu         sync.Mutex
+	calls      []activities.ChatRequest
+	summaries  []activities.ChatRequest
+	err        error
+	summaryErr error
+}
+
+func isSummaryPrompt(req activities.ChatRequest) bool {
+	return strings.Contains(req.Messages[0].Content, "running summary of a conversation")
 }
 
 func (m *fakeModel) Chat(_ context.Context, req activities.ChatRequest, _ func(string)) (activities.ChatResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if isSummaryPrompt(req) {
+		m.summaries = append(m.summaries, req)
+		if m.summaryErr != nil {
+			return activities.ChatResponse{}, m.summaryErr
+		}
+		return activities.ChatResponse{Content: fmt.Sprintf("summary %d", len(m.summaries))}, nil
+	}
 	m.calls = append(m.calls, req)
 	if m.err != nil {
 		return activities.ChatResponse{}, m.err
@@ -337,5 +352,100 @@ func TestIdleTTLEndsRunAndNextRunRevivesFromSnapshot(t *testing.T) {
 	}
 	if n := len(h2.model.calls[0].Messages); n != 1+3 {
 		t.Errorf("revived turn saw %d messages, want system + 3", n)
+	}
+}
+
+// twoRounds is a session config whose window keeps 2 rounds (4 messages),
+// so the third turn pushes the first round into the summary.
+func (h *harness) inputTwoRounds() workflows.SessionInput {
+	in := h.input(workflows.Limits{IdleTTL: time.Hour})
+	in.Config = json.RawMessage(`{"maxRounds": 2}`)
+	return in
+}
+
+func TestHistoryBeyondWindowIsFoldedIntoSummary(t *testing.T) {
+	h := newHarness(t)
+	for i := range 4 {
+		h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)})
+	}
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.inputTwoRounds())
+
+	// Turn 3 leaves 6 messages, over the 4-message window: the first round
+	// (q0 and its answer) is folded, incrementally from no summary.
+	if len(h.model.summaries) < 1 {
+		t.Fatalf("summariser called %d times", len(h.model.summaries))
+	}
+	first := h.model.summaries[0].Messages[1].Content
+	if !strings.Contains(first, "(none)") || !strings.Contains(first, "[user] q0") || strings.Contains(first, "[user] q2") {
+		t.Errorf("first summary prompt folds the wrong messages:\n%s", first)
+	}
+	// Turn 4's view: system prompt, the summary, then the window.
+	last := h.model.calls[3].Messages
+	if last[1].Role != "system" || !strings.Contains(last[1].Content, "summary 1") {
+		t.Fatalf("turn 4 view has no summary: %+v", last[:2])
+	}
+	var users []string
+	for _, m := range last {
+		if m.Role == "user" {
+			users = append(users, m.Content)
+		}
+	}
+	if got := strings.Join(users, ","); got != "q2,q3" {
+		t.Errorf("turn 4 window users = %s, want q2,q3", got)
+	}
+	st := h.state(t)
+	if st.Summary.Text == "" || st.Summary.Folded == 0 || st.SummaryDegraded != "" {
+		t.Errorf("state summary = %+v degraded=%q", st.Summary, st.SummaryDegraded)
+	}
+	// The trace of turn 3 shows the summarize step.
+	var sawStep bool
+	for _, r := range st.Recent {
+		for _, s := range r.Steps {
+			sawStep = sawStep || (s.Name == "summarize" && s.Status == "ok")
+		}
+	}
+	if !sawStep {
+		t.Error("no summarize step in the trace")
+	}
+}
+
+func TestSummariserFailureFallsBackToTruncation(t *testing.T) {
+	h := newHarness(t)
+	h.model.summaryErr = &activities.ModelError{StatusCode: 400, Message: "bad request"}
+	var outs []*outcome
+	for i := range 4 {
+		outs = append(outs, h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)}))
+	}
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.inputTwoRounds())
+
+	st := h.state(t)
+	if !strings.Contains(st.SummaryDegraded, "summary unavailable") || st.Health != workflows.HealthDegraded {
+		t.Fatalf("state: summaryDegraded=%q health=%s", st.SummaryDegraded, st.Health)
+	}
+	// Turns still answer; the one after the failure uses fallback truncation.
+	r := outs[3].result
+	if r.Status != workflows.TurnCompleted || r.Steps[0].Status != "degraded" || r.Steps[0].Details["fallbackTruncation"] != true {
+		t.Errorf("turn 4 = %s, load step %+v", r.Status, r.Steps[0])
+	}
+}
+
+func TestCompressSignalFoldsAllButNewestRound(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)})
+	}
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(workflows.SignalCompress, nil) }, 10*time.Second)
+	// maxRounds 5: nothing is over the threshold, only the signal folds.
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	if len(h.model.summaries) != 1 {
+		t.Fatalf("summariser called %d times, want 1", len(h.model.summaries))
+	}
+	prompt := h.model.summaries[0].Messages[1].Content
+	if !strings.Contains(prompt, "[user] q1") || strings.Contains(prompt, "[user] q2") {
+		t.Errorf("compress folded the wrong messages:\n%s", prompt)
+	}
+	if st := h.state(t); st.Summary.Folded != 4 {
+		t.Errorf("summary folds %d positions, want 4", st.Summary.Folded)
 	}
 }

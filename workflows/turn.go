@@ -29,15 +29,20 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 			sa.LoadContext, activities.LoadContextInput{
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
 				Window: cfg.Window(), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
+				Summary: s.st.Summary, Fallback: s.fallback(cfg),
 			}).Get(ctx, &lc)
 		return map[string]any{
 			"windowMessages": len(lc.WindowIDs), "tokensBefore": lc.TokensBefore,
 			"tokensAfter": lc.TokensAfter, "trimmedCount": lc.TrimmedCount,
+			"summaryUsed": lc.SummaryUsed, "fallbackTruncation": lc.Degraded,
 		}, err
 	})
 	if err != nil {
 		s.fail(res, "load context", err)
 		return
+	}
+	if lc.Degraded {
+		res.Steps[len(res.Steps)-1].Status = "degraded"
 	}
 	res.UserMessageID = lc.UserMessageID
 	s.st.ActiveLeaf = lc.UserMessageID
@@ -51,12 +56,16 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		return
 	}
 
+	summary := ""
+	if lc.SummaryUsed {
+		summary = s.st.Summary.Text
+	}
 	var gen activities.GenerateResult
 	err = s.step(ctx, res, "generate", func() (map[string]any, error) {
 		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1),
 			sa.Generate, activities.GenerateInput{
 				Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
-				Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
+				Summary: summary, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
 			}).Get(ctx, &gen)
 		return map[string]any{
 			"model": cfg.LLMModel, "engine": gen.Engine,
@@ -74,15 +83,63 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, "save answer"), sa.SaveAnswer, activities.SaveAnswerInput{
 			Session: s.key, TurnID: req.TurnID, ParentID: lc.UserMessageID, Answer: gen.Answer,
 			Model: gen.Model, Engine: gen.Engine, CreatedAt: workflow.Now(ctx),
+			Window: cfg.Window(), SummaryConfig: cfg.Summary(), Summary: s.st.Summary,
 		}).Get(ctx, &saved)
-		return map[string]any{"messageId": saved.MessageID, "tokens": saved.Tokens}, err
+		return map[string]any{"messageId": saved.MessageID, "tokens": saved.Tokens, "summaryDue": saved.SummaryDue}, err
 	})
 	if err != nil {
 		s.fail(res, "save answer", err)
 		return
 	}
 	s.st.Messages = saved.Messages
+	s.summaryDue = saved.SummaryDue
 	s.complete(res, saved.MessageID, gen.Answer)
+}
+
+// fallback is the fallback-truncation size while the summary is degraded.
+func (s *session) fallback(cfg SessionConfig) int {
+	if s.st.SummaryDegraded == "" || !cfg.EnableSummarization {
+		return 0
+	}
+	return cfg.Summary().FallbackMessages
+}
+
+// summarize folds history older than the window into the running summary
+// (force: even under the threshold). Its steps go to res. A failure keeps
+// the old summary and switches the model view to fallback truncation,
+// reported as degraded, until a later summary succeeds.
+func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
+	cfg := s.st.Config
+	if !cfg.EnableSummarization || s.st.ActiveLeaf == "" {
+		return
+	}
+	for range 8 { // a long backlog folds in a few bounded steps
+		var out activities.SummarizeResult
+		err := s.step(ctx, res, "summarize", func() (map[string]any, error) {
+			err := workflow.ExecuteActivity(s.activityCtx(ctx, "summarize older history", s.limits.LLMTimeout, cfg.MaxRetries+1),
+				sa.Summarize, activities.SummarizeInput{
+					Session: s.key, LeafID: s.st.ActiveLeaf, Window: cfg.Window(), Config: cfg.Summary(),
+					Prev: s.st.Summary, Force: force,
+				}).Get(ctx, &out)
+			return map[string]any{"folded": out.Folded, "cacheHit": out.CacheHit, "summaryTokens": out.State.Tokens, "forced": force}, err
+		})
+		if err != nil {
+			s.st.SummaryDegraded = fmt.Sprintf("summary unavailable (%s); model view truncated to the last %d messages",
+				rootMessage(err), cfg.Summary().FallbackMessages)
+			s.st.Health, s.st.DegradedReason = HealthDegraded, s.st.SummaryDegraded
+			return
+		}
+		s.st.Summary = out.State
+		if was := s.st.SummaryDegraded; was != "" {
+			s.st.SummaryDegraded = ""
+			if s.st.DegradedReason == was {
+				s.st.Health, s.st.DegradedReason = HealthOK, ""
+			}
+		}
+		if !out.More {
+			return
+		}
+	}
 }
 
 // step runs one pipeline step and records it in the turn's trace.
@@ -106,6 +163,9 @@ func (s *session) complete(res *TurnResult, answerID, answer string) {
 	s.st.ActiveLeaf = answerID
 	s.st.Turns++
 	s.st.Health, s.st.DegradedReason = HealthOK, ""
+	if s.st.SummaryDegraded != "" {
+		s.st.Health, s.st.DegradedReason = HealthDegraded, s.st.SummaryDegraded
+	}
 }
 
 // fail marks the turn failed and the session degraded. The user's message

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // MaxQuestionBytes is the largest question a turn may carry.
@@ -154,9 +156,13 @@ type SessionState struct {
 	ActiveLeaf     string        `json:"activeLeaf,omitempty"`
 	TokensBefore   int           `json:"tokensBefore"`
 	TokensAfter    int           `json:"tokensAfter"`
-	Summary        *Summary      `json:"summary,omitempty"`
-	LastIntent     string        `json:"lastIntent,omitempty"`
-	Pending        []TurnRequest `json:"pending,omitempty"`
+	// Summary is the running summary of the active branch's older part.
+	Summary convo.SummaryState `json:"summary"`
+	// SummaryDegraded says why the summary could not be updated; while set,
+	// the model view is a fallback truncation.
+	SummaryDegraded string        `json:"summaryDegraded,omitempty"`
+	LastIntent      string        `json:"lastIntent,omitempty"`
+	Pending         []TurnRequest `json:"pending,omitempty"`
 	// Recent are the results of the last turns, newest last, for the turn
 	// and steps queries and for idempotency (older repeats are caught by
 	// the transcript store).
@@ -164,17 +170,6 @@ type SessionState struct {
 	Runs      int          `json:"runs"`
 	CreatedAt time.Time    `json:"createdAt"`
 	UpdatedAt time.Time    `json:"updatedAt"`
-}
-
-// Summary is the running summary of the older part of the active branch.
-type Summary struct {
-	Text        string `json:"text"`
-	Tokens      int    `json:"tokens"`
-	FoldedCount int    `json:"foldedCount"`
-	// CoveredTo is the id of the last message folded into the summary.
-	CoveredTo string `json:"coveredTo"`
-	CacheKey  string `json:"cacheKey"`
-	Degraded  bool   `json:"degraded,omitempty"`
 }
 
 // Info returns the session info attached to a turn result.

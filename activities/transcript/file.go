@@ -255,7 +255,29 @@ func (s *FileStore) Messages(ctx context.Context, k activities.SessionKey, ids [
 	return out, err
 }
 
-// Window implements [activities.TranscriptStore].
+// Assemble implements [activities.TranscriptStore].
+func (s *FileStore) Assemble(ctx context.Context, k activities.SessionKey, leafID string, w convo.WindowConfig, sum convo.SummaryState, fallback int) (c convo.Context, err error) {
+	err = s.read(ctx, k, func(t *convo.Tree) error {
+		if fallback > 0 {
+			c, err = t.AssembleFallback(leafID, w, fallback)
+		} else {
+			c, err = t.Assemble(leafID, w, sum)
+		}
+		return err
+	})
+	return c, err
+}
+
+// PlanSummary implements [activities.TranscriptStore].
+func (s *FileStore) PlanSummary(ctx context.Context, k activities.SessionKey, leafID string, w convo.WindowConfig, c convo.SummaryConfig, prev convo.SummaryState) (p convo.SummaryPlan, err error) {
+	err = s.read(ctx, k, func(t *convo.Tree) error {
+		p, err = t.PlanSummary(leafID, w, c, prev)
+		return err
+	})
+	return p, err
+}
+
+// Window trims the branch ending at leafID without a summary.
 func (s *FileStore) Window(ctx context.Context, k activities.SessionKey, leafID string, cfg convo.WindowConfig) (tr convo.Trimmed, err error) {
 	err = s.read(ctx, k, func(t *convo.Tree) error {
 		tr, err = t.Window(leafID, cfg)

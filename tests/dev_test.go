@@ -1,0 +1,127 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxflow/ctxflow/tests/fakeollama"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startDev runs `ctxflow dev` and waits for /readyz; it returns the time
+// that took.
+func startDev(t *testing.T, env []string, api apiClient, log string) (*exec.Cmd, time.Duration) {
+	t.Helper()
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "dev")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); _ = f.Close() }()
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	for time.Since(start) < 60*time.Second {
+		if code, _ := api.do(t.Context(), http.MethodGet, "/readyz", nil, nil); code == http.StatusOK {
+			return cmd, time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, _ := os.ReadFile(log)
+	t.Fatalf("ctxflow dev not ready after 60s:\n%s", tail(string(out), 4000))
+	return nil, 0
+}
+
+// TestDevRestartKeepsSessions is the README's quickstart as a test: `ctxflow
+// dev` answers /readyz, serves the Temporal UI, holds a 3-turn
+// conversation, is killed with SIGKILL, and after a restart the session
+// still shows its 3 turns and goes on.
+func TestDevRestartKeepsSessions(t *testing.T) {
+	fake := httptest.NewServer(fakeollama.New(fakeollama.Options{}))
+	defer fake.Close()
+	dir := t.TempDir()
+	httpPort, uiPort := freePort(t), freePort(t)
+	env := []string{
+		fmt.Sprintf("CTXFLOW_HTTP_ADDR=127.0.0.1:%d", httpPort),
+		fmt.Sprintf("CTXFLOW_UI_PORT=%d", uiPort),
+		fmt.Sprintf("CTXFLOW_TEMPORAL_PORT=%d", freePort(t)),
+		"CTXFLOW_DATA_DIR=" + dir,
+		"OLLAMA_HOST=" + fake.URL,
+	}
+	api := apiClient{fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+	log := filepath.Join(dir, "dev.log")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	cmd, took := startDev(t, env, api, log)
+	t.Logf("cold data dir: ready in %s", took)
+	if took > 15*time.Second {
+		t.Errorf("ready after %s, want within 15s", took)
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", uiPort))
+	if err != nil {
+		t.Fatalf("temporal UI: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("temporal UI answered %d", resp.StatusCode)
+	}
+
+	questions := []string{"What is ctxflow?", "How do I run it?", "它多少钱？"}
+	for i, q := range questions {
+		res, _, err := api.turn(ctx, "demo", fmt.Sprintf("t%d", i), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("answer %d to: %s", i+1, q); res.Answer != want {
+			t.Fatalf("turn %d answer %q, want %q", i, res.Answer, want)
+		}
+	}
+
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	time.Sleep(200 * time.Millisecond)
+	_, took = startDev(t, env, api, log)
+	t.Logf("restart after SIGKILL: ready in %s", took)
+
+	var st workflows.SessionState
+	if _, err := api.do(ctx, http.MethodGet, "/v1/sessions/demo", nil, &st); err != nil {
+		out, _ := os.ReadFile(log)
+		t.Fatalf("%v\n%s", err, tail(string(out), 4000))
+	}
+	if st.Turns != 3 || st.Messages != 6 || len(st.Recent) != 3 {
+		t.Fatalf("after restart: turns=%d messages=%d recent=%d", st.Turns, st.Messages, len(st.Recent))
+	}
+	for i, r := range st.Recent {
+		if r.Question != questions[i] || !strings.HasPrefix(r.Answer, "answer ") {
+			t.Errorf("recent turn %d = %q → %q", i, r.Question, r.Answer)
+		}
+	}
+	res, _, err := api.turn(ctx, "demo", "t3", "and after the restart?")
+	if err != nil || res.Answer != "answer 4 to: and after the restart?" {
+		t.Fatalf("turn after restart: %v %q", err, res.Answer)
+	}
+}

@@ -1,0 +1,128 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// TestKillWorkerMidTurns runs 20 sessions × 5 turns concurrently against a
+// model that takes 300 ms, kills the worker process with SIGKILL three times
+// while turns are in flight, and checks that every turn has exactly one
+// answer and every transcript is complete: no gap, no duplicate.
+func TestKillWorkerMidTurns(t *testing.T) {
+	const sessions, turns = 20, 5
+	s := startStack(t, stackOptions{modelDelay: 300 * time.Millisecond})
+	s.startWorker()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions*turns)
+	var retries safeCounter
+	start := time.Now()
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("kill-%02d", i)
+			for j := range turns {
+				q := fmt.Sprintf("question %d of session %d", j, i)
+				res, r, err := s.turn(ctx, sid, fmt.Sprintf("t%d", j), q)
+				retries.add(r)
+				if err != nil {
+					errs <- fmt.Errorf("%s turn %d: %w", sid, j, err)
+					return
+				}
+				// The fake model numbers its answer by the user messages it
+				// saw: the whole conversation, in order, every time.
+				if want := fmt.Sprintf("answer %d to: %s", j+1, q); res.Status != workflows.TurnCompleted || res.Answer != want {
+					errs <- fmt.Errorf("%s turn %d: status %s answer %q, want %q", sid, j, res.Status, res.Answer, want)
+					return
+				}
+			}
+		}()
+	}
+
+	// Kill the worker three times while turns are running.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	kills := 0
+	for kills < 3 {
+		select {
+		case <-done:
+			t.Fatalf("all turns finished before the worker was killed 3 times (%d kills)", kills)
+		case <-time.After(1200 * time.Millisecond):
+		}
+		before := s.model.Calls().Chat
+		s.killWorker()
+		kills++
+		t.Logf("kill %d at %s (model calls so far %d)", kills, time.Since(start).Round(time.Millisecond), before)
+		time.Sleep(300 * time.Millisecond)
+		s.startWorker()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("turns did not finish: %v\n%s", ctx.Err(), s.workerLogs())
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.Fatalf("worker logs:\n%s", s.workerLogs())
+	}
+	t.Logf("%d turns in %s with %d kills; %d model calls, %d client retries",
+		sessions*turns, time.Since(start).Round(time.Millisecond), kills, s.model.Calls().Chat, retries.n)
+
+	for i := range sessions {
+		sid := fmt.Sprintf("kill-%02d", i)
+		var st workflows.SessionState
+		if _, err := s.do(ctx, http.MethodGet, "/v1/sessions/"+sid, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Turns != turns || st.Messages != 2*turns || len(st.Pending) != 0 {
+			t.Errorf("%s: turns=%d messages=%d pending=%d", sid, st.Turns, st.Messages, len(st.Pending))
+		}
+		checkTranscript(t, filepath.Join(s.dataDir, "transcripts", workflows.DefaultTenant, sid+".jsonl"), turns)
+	}
+}
+
+// checkTranscript asserts the transcript is exactly t0.u, t0.a, t1.u, ...
+// each message the child of the one before: no gap, no duplicate.
+func checkTranscript(t *testing.T, path string, turns int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	msgs, err := convo.DecodeJSONL(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(msgs) != 2*turns {
+		t.Fatalf("%s: %d messages, want %d", path, len(msgs), 2*turns)
+	}
+	parent := ""
+	for i, m := range msgs {
+		want := fmt.Sprintf("t%d.u", i/2)
+		if i%2 == 1 {
+			want = fmt.Sprintf("t%d.a", i/2)
+		}
+		if m.ID != want || m.ParentID != parent {
+			t.Fatalf("%s: message %d is %s (parent %q), want %s (parent %q)", path, i, m.ID, m.ParentID, want, parent)
+		}
+		parent = m.ID
+	}
+}

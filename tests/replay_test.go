@@ -1,0 +1,120 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// TestReplayRecordedHistories replays every history in testdata against the
+// current workflow code: a change that would break running sessions fails.
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no recorded histories in testdata (record them with CTXFLOW_RECORD_HISTORY=1 go test -run TestRecordHistory ./tests/)")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
+
+// TestRecordHistory records the histories replayed above. It runs only when
+// CTXFLOW_RECORD_HISTORY=1: recorded histories are what running sessions
+// look like, so they change only on purpose.
+func TestRecordHistory(t *testing.T) {
+	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
+		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
+	}
+	s := startStack(t, stackOptions{limits: workflows.Limits{ContinueAsNewEvery: 4, IdleTTL: 3 * time.Second}})
+	s.startWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	// Run 1: three update turns, one repeated id, a signal turn, a turn the
+	// model refuses (permanent error), compress; then continue-as-new.
+	for i := range 3 {
+		if _, _, err := s.turn(ctx, "rec", fmt.Sprintf("t%d", i), fmt.Sprintf("question %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.turn(ctx, "rec", "t1", "question 1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/compress", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.model.FailNext(1, http.StatusNotFound)
+	if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/turns?wait=true", map[string]string{"turnId": "t3", "question": "fails"}, nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("failing turn: %d %v", code, err)
+	}
+	// Run 2: a signal turn and an update turn, then the idle TTL ends it.
+	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/turns", map[string]string{"turnId": "t4", "question": "signalled"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.turn(ctx, "rec", "t5", "question 5"); err != nil {
+		t.Fatal(err)
+	}
+	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "rec")
+	time.Sleep(5 * time.Second) // past the idle TTL
+
+	resp, err := s.client.ListWorkflow(ctx, listByID(wid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetExecutions()) < 2 {
+		t.Fatalf("want at least 2 runs, got %d", len(resp.GetExecutions()))
+	}
+	for i, ex := range resp.GetExecutions() {
+		if ex.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			t.Fatalf("run %s still running", ex.GetExecution().GetRunId())
+		}
+		writeHistory(t, ctx, s, wid, ex.GetExecution().GetRunId(), fmt.Sprintf("testdata/session_run%d.json", len(resp.GetExecutions())-i))
+	}
+}
+
+func writeHistory(t *testing.T, ctx context.Context, s *stack, wid, runID, path string) {
+	t.Helper()
+	it := s.client.GetWorkflowHistory(ctx, wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s: %d events, %d bytes", path, len(h.Events), len(b))
+}
+
+func listByID(wid string) *workflowservice.ListWorkflowExecutionsRequest {
+	return &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = '%s'", wid)}
+}

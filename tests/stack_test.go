@@ -1,0 +1,246 @@
+// Package tests holds ctxflow's end-to-end tests: they start a real
+// (embedded) Temporal server, run the worker as a separate `ctxflow worker`
+// process that can be killed with SIGKILL, drive sessions over HTTP, and
+// check that nothing is lost or doubled. They also replay recorded histories.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/ctxflow/ctxflow/api"
+	"github.com/ctxflow/ctxflow/internal/devserver"
+	"github.com/ctxflow/ctxflow/tests/fakeollama"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// binary is the ctxflow binary built once for the whole test run.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ctxflow-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "ctxflow")
+	_, self, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd/ctxflow")
+	cmd.Dir = filepath.Dir(filepath.Dir(self))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build ctxflow:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// stack is an embedded Temporal server, a fake Ollama, the API in process
+// and a `ctxflow worker` child process.
+type stack struct {
+	t       *testing.T
+	dataDir string
+	server  *devserver.Server
+	client  client.Client
+	model   *fakeoll
+	api     *httptest.Server
+	apiClient
+	worker  *exec.Cmd
+	workerN int
+	env     []string
+}
+
+type fakeoll struct {
+	*fakeollama.Fake
+	url string
+}
+
+type stackOptions struct {
+	modelDelay time.Duration
+	limits     workflows.Limits
+	extraEnv   []string
+}
+
+func startStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DataDir: filepath.Join(dir, "temporal"), SearchAttributes: workflows.SearchAttributes(), Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatalf("start temporal: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace(), Logger: sdklog.NewStructuredLogger(quietLogger()),
+	})
+	if err != nil {
+		t.Fatalf("dial temporal: %v", err)
+	}
+	t.Cleanup(c.Close)
+
+	fake := fakeollama.New(fakeollama.Options{Delay: o.modelDelay})
+	fs := httptest.NewServer(fake)
+	t.Cleanup(fs.Close)
+
+	defaults := workflows.DefaultSessionConfig()
+	apiSrv := httptest.NewServer(api.New(c, api.Options{Defaults: defaults, Limits: o.limits, Logger: quietLogger()}).Handler())
+	t.Cleanup(apiSrv.Close)
+
+	s := &stack{
+		t: t, dataDir: dir, server: srv, client: c, model: &fakeoll{fake, fs.URL}, api: apiSrv, apiClient: apiClient{apiSrv.URL},
+		env: append([]string{
+			"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(),
+			"TEMPORAL_NAMESPACE=" + srv.Namespace(),
+			"OLLAMA_HOST=" + fs.URL,
+			"CTXFLOW_DATA_DIR=" + dir,
+			"CTXFLOW_LOG_LEVEL=warn",
+			"CTXFLOW_TRANSCRIPT_FSYNC=false",
+			"LLM_TIMEOUT=3s",
+		}, o.extraEnv...),
+	}
+	t.Cleanup(s.killWorker)
+	return s
+}
+
+// startWorker starts a `ctxflow worker` child process.
+func (s *stack) startWorker() {
+	s.t.Helper()
+	s.workerN++
+	logf, err := os.Create(filepath.Join(s.dataDir, fmt.Sprintf("worker-%d.log", s.workerN)))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "worker")
+	cmd.Env = append(os.Environ(), s.env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start worker: %v", err)
+	}
+	s.worker = cmd
+	go func() { _ = cmd.Wait(); _ = logf.Close() }()
+}
+
+// killWorker kills the worker process with SIGKILL: no graceful shutdown.
+func (s *stack) killWorker() {
+	if s.worker == nil || s.worker.Process == nil {
+		return
+	}
+	_ = s.worker.Process.Signal(syscall.SIGKILL)
+	s.worker = nil
+}
+
+// workerLogs returns what the worker processes printed, for failure reports.
+func (s *stack) workerLogs() string {
+	var b strings.Builder
+	for i := 1; i <= s.workerN; i++ {
+		data, _ := os.ReadFile(filepath.Join(s.dataDir, fmt.Sprintf("worker-%d.log", i)))
+		fmt.Fprintf(&b, "--- worker %d ---\n%s", i, tail(string(data), 3000))
+	}
+	return b.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+var httpClient = &http.Client{Timeout: 3 * time.Minute}
+
+// apiClient talks to a ctxflow API at base.
+type apiClient struct{ base string }
+
+// do sends a JSON request to the API and decodes the JSON answer into out.
+func (s apiClient) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s: %w", data, err)
+		}
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	return resp.StatusCode, nil
+}
+
+// turn posts a turn with ?wait=true, retrying with the same turn id on
+// transport errors and 5xx answers, as a careful client would.
+func (s apiClient) turn(ctx context.Context, session, turnID, question string) (workflows.TurnResult, int, error) {
+	var res workflows.TurnResult
+	retries := 0
+	for {
+		res = workflows.TurnResult{}
+		code, err := s.do(ctx, http.MethodPost, "/v1/sessions/"+session+"/turns?wait=true",
+			map[string]string{"turnId": turnID, "question": question}, &res)
+		if err == nil {
+			return res, retries, nil
+		}
+		if (code != 0 && code < 500) || ctx.Err() != nil || retries >= 20 {
+			return res, retries, err
+		}
+		retries++
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// safeCounter counts across goroutines.
+type safeCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *safeCounter) add(n int) {
+	c.mu.Lock()
+	c.n += n
+	c.mu.Unlock()
+}
