@@ -64,7 +64,7 @@ func BuildPorts(cfg config.Config, log *slog.Logger) (*Ports, error) {
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: "ollama", Log: log,
 		},
-		close:   []func() error{store.Close},
+		close: []func() error{store.Close},
 	}, nil
 }
 
