@@ -163,11 +163,8 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: sm.Content})
 	}
 	view = append(head, view...)
-	var onDelta func(string)
-	if activity.IsActivity(ctx) {
-		onDelta = func(string) { activity.RecordHeartbeat(ctx) }
-	}
-	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, onDelta)
+	defer keepAlive(ctx)()
+	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, nil)
 	if err != nil {
 		err = fmt.Errorf("generate for %s turn %s with %s: %w", in.Session, in.TurnID, in.Model, err)
 		if IsPermanent(err) {
@@ -285,6 +282,7 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 	if !plan.Triggered || len(plan.Fold) == 0 {
 		return SummarizeResult{State: in.Prev}, nil
 	}
+	defer keepAlive(ctx)()
 	st, hit, err := convo.Summarize(ctx, a.Tokenizer, plan, cfg, a.SummaryCache, func(ctx context.Context, prompt []convo.ModelMessage) (string, error) {
 		resp, err := a.Model.Chat(ctx, ChatRequest{Model: cfg.Model, Messages: prompt, Options: ModelOptions{NumPredict: 2 * cfg.MaxTokens}}, nil)
 		return resp.Content, err
@@ -333,3 +331,33 @@ func (a *Session) DeleteSession(ctx context.Context, s SessionKey) error {
 
 // ErrNotFound reports a missing session or message.
 var ErrNotFound = errors.New("not found")
+
+// keepAlive heartbeats while a long call runs, so that the server notices a
+// dead worker after the heartbeat timeout instead of the call's own timeout.
+// The returned func stops it. Outside an activity, or without a heartbeat
+// timeout, it does nothing.
+func keepAlive(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	hb := activity.GetInfo(ctx).HeartbeatTimeout
+	if hb <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(hb / 3)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

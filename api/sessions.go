@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -53,25 +55,34 @@ func sessionOf(c *gin.Context) (sessionRef, error) {
 	return sessionRef{tenant: t, id: id}, nil
 }
 
-// bindJSON decodes a JSON body strictly: unknown fields are errors.
+// bindJSON decodes a JSON body strictly: unknown fields are errors, and so
+// are bytes that are not UTF-8 (encoding/json would quietly turn them into
+// U+FFFD).
 func bindJSON(c *gin.Context, v any, optional bool) error {
-	dec := json.NewDecoder(c.Request.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	raw, err := io.ReadAll(c.Request.Body)
 	var tooBig *http.MaxBytesError
 	switch {
-	case err == nil:
-		if dec.More() {
-			return errInvalid("request body holds more than one JSON value")
-		}
-		return nil
-	case errors.Is(err, io.EOF) && optional:
-		return nil
 	case errors.As(err, &tooBig):
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit)}
-	default:
+	case err != nil:
+		return errInvalid("request body: %v", err)
+	case len(bytes.TrimSpace(raw)) == 0:
+		if optional {
+			return nil
+		}
+		return errInvalid("request body is empty")
+	case !utf8.Valid(raw):
+		return errInvalid("request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return errInvalid("request body: %v", err)
 	}
+	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
+		return errInvalid("request body holds more than one JSON value")
+	}
+	return nil
 }
 
 // startOptions are the options of a session workflow started by a request.

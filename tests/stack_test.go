@@ -6,11 +6,13 @@ package tests
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -110,6 +112,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(fs.Close)
 
 	defaults := workflows.DefaultSessionConfig()
+	if o.limits.HeartbeatTimeout == 0 { // notice a killed worker quickly
+		o.limits.HeartbeatTimeout = 2 * time.Second
+	}
 	apiSrv := httptest.NewServer(api.New(c, api.Options{Defaults: defaults, Limits: o.limits, Logger: quietLogger()}).Handler())
 	t.Cleanup(apiSrv.Close)
 
@@ -120,9 +125,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 			"TEMPORAL_NAMESPACE=" + srv.Namespace(),
 			"OLLAMA_HOST=" + fs.URL,
 			"CTXFLOW_DATA_DIR=" + dir,
-			"CTXFLOW_LOG_LEVEL=warn",
+			"CTXFLOW_LOG_LEVEL=" + cmp.Or(os.Getenv("CTXFLOW_E2E_WORKER_LOG_LEVEL"), "warn"),
 			"CTXFLOW_TRANSCRIPT_FSYNC=false",
-			"LLM_TIMEOUT=3s",
 		}, o.extraEnv...),
 	}
 	t.Cleanup(s.killWorker)
@@ -215,9 +219,10 @@ func (s apiClient) do(ctx context.Context, method, path string, body, out any) (
 
 // turn posts a turn with ?wait=true, retrying with the same turn id on
 // transport errors and 5xx answers, as a careful client would.
-func (s apiClient) turn(ctx context.Context, session, turnID, question string) (workflows.TurnResult, int, error) {
+// It returns why it retried.
+func (s apiClient) turn(ctx context.Context, session, turnID, question string) (workflows.TurnResult, []string, error) {
 	var res workflows.TurnResult
-	retries := 0
+	var retries []string
 	for {
 		res = workflows.TurnResult{}
 		code, err := s.do(ctx, http.MethodPost, "/v1/sessions/"+session+"/turns?wait=true",
@@ -225,22 +230,54 @@ func (s apiClient) turn(ctx context.Context, session, turnID, question string) (
 		if err == nil {
 			return res, retries, nil
 		}
-		if (code != 0 && code < 500) || ctx.Err() != nil || retries >= 20 {
+		if (code != 0 && code < 500) || ctx.Err() != nil || len(retries) >= 20 {
 			return res, retries, err
 		}
-		retries++
+		retries = append(retries, retryReason(code, err))
+		if os.Getenv("CTXFLOW_E2E_WORKER_LOG_LEVEL") != "" {
+			fmt.Fprintf(os.Stderr, "%s retry %s/%s: %v\n", time.Now().Format("15:04:05.000"), session, turnID, err)
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// safeCounter counts across goroutines.
+// safeCounter counts retries, and why, across goroutines.
 type safeCounter struct {
-	mu sync.Mutex
-	n  int
+	mu  sync.Mutex
+	n   int
+	why map[string]int
 }
 
-func (c *safeCounter) add(n int) {
+func (c *safeCounter) add(reasons []string) {
 	c.mu.Lock()
-	c.n += n
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.why == nil {
+		c.why = map[string]int{}
+	}
+	c.n += len(reasons)
+	for _, r := range reasons {
+		c.why[r]++
+	}
+}
+
+func (c *safeCounter) reasons() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.why)
+}
+
+// retryReason shortens an error for the retry tally: the HTTP status and the
+// error code, or the transport error.
+func retryReason(code int, err error) string {
+	if code == 0 {
+		return "transport: " + err.Error()
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, `"message":"`); i >= 0 {
+		msg = msg[i+11:]
+		if j := strings.IndexAny(msg, ":\""); j >= 0 {
+			msg = msg[:j]
+		}
+	}
+	return fmt.Sprintf("%d %s", code, msg)
 }

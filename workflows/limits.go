@@ -14,6 +14,9 @@ type Limits struct {
 	IdleTTL time.Duration `json:"idleTtl"`
 	// LLMTimeout is the start-to-close timeout of a model call.
 	LLMTimeout time.Duration `json:"llmTimeout"`
+	// HeartbeatTimeout bounds the silence of a running model activity: a
+	// worker that dies mid-call is noticed after this, not after LLMTimeout.
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
 	// RecentTurns is how many turn results the session keeps for queries.
 	RecentTurns int `json:"recentTurns"`
 	// LLMMaxTokens caps the tokens generated per model call.
@@ -26,6 +29,7 @@ func DefaultLimits() Limits {
 		ContinueAsNewEvery: 100,
 		IdleTTL:            24 * time.Hour,
 		LLMTimeout:         60 * time.Second,
+		HeartbeatTimeout:   10 * time.Second,
 		RecentTurns:        32,
 		LLMMaxTokens:       2000,
 	}
@@ -42,6 +46,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.LLMTimeout <= 0 {
 		l.LLMTimeout = d.LLMTimeout
+	}
+	if l.HeartbeatTimeout <= 0 {
+		l.HeartbeatTimeout = d.HeartbeatTimeout
 	}
 	if l.RecentTurns <= 0 {
 		l.RecentTurns = d.RecentTurns
@@ -61,6 +68,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("idle TTL %s is under 1s", l.IdleTTL)
 	case l.LLMTimeout < time.Second:
 		return fmt.Errorf("LLM timeout %s is under 1s", l.LLMTimeout)
+	case l.HeartbeatTimeout < time.Second:
+		return fmt.Errorf("heartbeat timeout %s is under 1s", l.HeartbeatTimeout)
 	case l.RecentTurns < 1 || l.RecentTurns > 1000:
 		return fmt.Errorf("recent turns %d out of range [1, 1000]", l.RecentTurns)
 	case l.LLMMaxTokens < 1 || l.LLMMaxTokens > 1_000_000:

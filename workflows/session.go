@@ -52,8 +52,15 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if err != nil {
 		return err
 	}
+	// Handlers first: an update that came with the start is delivered in
+	// the first workflow task, before anything may block.
 	if err := s.setup(ctx); err != nil {
 		return err
+	}
+	if in.State == nil {
+		if err := s.revive(ctx); err != nil {
+			return err
+		}
 	}
 	return s.run(ctx)
 }
@@ -81,33 +88,41 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 	if err := s.limits.Validate(); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("invalid limits", "BadInput", err)
 	}
-	switch {
-	case in.State != nil:
+	if in.State != nil {
 		s.st = *in.State
 		s.st.Runs++
-	default:
-		revived, err := s.loadSnapshot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if revived != nil {
-			s.st = *revived
-			s.st.Runs++
-			s.st.Status = StatusIdle
-			s.logger.Info("session revived from snapshot", "turns", s.st.Turns)
-			break
-		}
-		cfg, err := DefaultSessionConfig().Merge(in.Config)
-		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError("invalid session config", "BadInput", err)
-		}
-		now := workflow.Now(ctx)
-		s.st = SessionState{
-			Tenant: in.Tenant, SessionID: in.SessionID, Title: in.Title, Config: cfg,
-			Status: StatusIdle, Health: HealthOK, CreatedAt: now, UpdatedAt: now,
-		}
+		return s, nil
+	}
+	cfg, err := DefaultSessionConfig().Merge(in.Config)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("invalid session config", "BadInput", err)
+	}
+	now := workflow.Now(ctx)
+	s.st = SessionState{
+		Tenant: in.Tenant, SessionID: in.SessionID, Title: in.Title, Config: cfg,
+		Status: StatusIdle, Health: HealthOK, CreatedAt: now, UpdatedAt: now,
 	}
 	return s, nil
+}
+
+// revive replaces a fresh session's state with the snapshot its last run
+// left (a session that ended idle), keeping turns queued meanwhile.
+func (s *session) revive(ctx workflow.Context) error {
+	revived, err := s.loadSnapshot(ctx)
+	if err != nil || revived == nil {
+		return err
+	}
+	queued := s.st.Pending
+	s.st = *revived
+	s.st.Runs++
+	s.st.Status = StatusIdle
+	for _, req := range queued {
+		if _, known := s.lookup(req.TurnID); !known {
+			s.st.Pending = append(s.st.Pending, req)
+		}
+	}
+	s.logger.Info("session revived from snapshot", "turns", s.st.Turns, "queued", len(queued))
+	return nil
 }
 
 func (s *session) loadSnapshot(ctx workflow.Context) (*SessionState, error) {
@@ -431,10 +446,17 @@ func (s *session) localCtx(ctx workflow.Context, summary string) workflow.Contex
 	})
 }
 
-// activityCtx is the context of a regular activity.
+// activityCtx is the context of a regular activity. Activities that run
+// longer than a heartbeat timeout (model calls) heartbeat, so that a worker
+// crash is noticed after Limits.HeartbeatTimeout.
 func (s *session) activityCtx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
+	var heartbeat time.Duration
+	if timeout > s.limits.HeartbeatTimeout {
+		heartbeat = s.limits.HeartbeatTimeout
+	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    heartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 			MaximumAttempts:        int32(attempts),

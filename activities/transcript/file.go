@@ -49,11 +49,14 @@ var _ activities.TranscriptStore = (*FileStore)(nil)
 
 type session struct {
 	key  activities.SessionKey
-	mu   sync.Mutex
-	tree *convo.Tree
-	file *os.File
-	err  error // a load failure, reported to every caller
-	once sync.Once
+	refs int // calls in progress; guarded by FileStore.mu
+
+	mu     sync.Mutex // guards the fields below
+	loaded bool
+	closed bool // by Delete or Close: calls that still hold it fail
+	tree   *convo.Tree
+	file   *os.File
+	size   int64 // bytes of whole lines in file
 }
 
 // Open returns a store rooted at opts.Dir, creating it if needed.
@@ -90,12 +93,44 @@ func (s *FileStore) path(k activities.SessionKey, ext string) string {
 	return filepath.Join(s.opts.Dir, k.Tenant, k.SessionID+ext)
 }
 
-// session returns the loaded session, loading it on first use.
-func (s *FileStore) session(k activities.SessionKey) (*session, error) {
-	if k.Tenant == "" || k.SessionID == "" || filepath.Base(k.Tenant) != k.Tenant || filepath.Base(k.SessionID) != k.SessionID {
-		return nil, fmt.Errorf("transcript store: bad session key %q", k)
+// checkKey rejects a key whose parts are not plain file names.
+func checkKey(k activities.SessionKey) error {
+	for _, part := range []string{k.Tenant, k.SessionID} {
+		if part == "" || part == "." || part == ".." || filepath.Base(part) != part {
+			return fmt.Errorf("transcript store: bad session key %q", k)
+		}
 	}
+	return nil
+}
+
+// with runs fn on the session, loaded, under its lock. While a call holds a
+// session it is not evicted, so a session's file is never open twice.
+func (s *FileStore) with(ctx context.Context, k activities.SessionKey, fn func(ss *session) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkKey(k); err != nil {
+		return err
+	}
+	ss := s.acquire(k)
+	defer s.release(ss)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return fmt.Errorf("transcript %s: %w", k, fs.ErrClosed)
+	}
+	if !ss.loaded {
+		if err := s.load(ss); err != nil {
+			return err // tried again by the next call
+		}
+		ss.loaded = true
+	}
+	return fn(ss)
+}
+
+func (s *FileStore) acquire(k activities.SessionKey) *session {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	var ss *session
 	if e, ok := s.sessions[k]; ok {
 		s.lru.MoveToFront(e)
@@ -103,23 +138,34 @@ func (s *FileStore) session(k activities.SessionKey) (*session, error) {
 	} else {
 		ss = &session{key: k}
 		s.sessions[k] = s.lru.PushFront(ss)
-		for s.lru.Len() > s.opts.MaxOpen {
-			old := s.lru.Back()
-			s.lru.Remove(old)
-			victim := old.Value.(*session)
-			delete(s.sessions, victim.key)
-			go func() { _ = victim.close() }() // waits for its users
-		}
 	}
-	s.mu.Unlock()
-	ss.once.Do(func() { ss.err = s.load(ss) })
-	return ss, ss.err
+	ss.refs++
+	return ss
+}
+
+// release ends a call on ss and drops the least recently used sessions that
+// no call holds while more than MaxOpen are in memory.
+func (s *FileStore) release(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.refs--
+	for e := s.lru.Back(); e != nil && s.lru.Len() > s.opts.MaxOpen; {
+		prev := e.Prev()
+		if victim := e.Value.(*session); victim.refs == 0 {
+			s.lru.Remove(e)
+			delete(s.sessions, victim.key)
+			if err := victim.close(); err != nil { // unheld: does not block
+				s.opts.Logger.Warn("transcript: close evicted session", "session", victim.key.String(), "error", err)
+			}
+		}
+		e = prev
+	}
 }
 
 // load reads a session's JSONL file into its tree. A torn last line (the
 // process died mid-append) is cut off; any other damage is an error.
 func (s *FileStore) load(ss *session) error {
-	ss.tree = convo.NewTree()
+	tree := convo.NewTree()
 	p := s.path(ss.key, ".jsonl")
 	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 		return fmt.Errorf("load transcript %s: %w", ss.key, err)
@@ -152,82 +198,81 @@ func (s *FileStore) load(ss *session) error {
 		}
 		m, err := convo.UnmarshalEntry(b)
 		if err == nil {
-			err = ss.tree.Append(m)
+			err = tree.Append(m)
 		}
 		if err != nil {
 			_ = f.Close()
 			return fmt.Errorf("load transcript %s: line %d: %w", ss.key, line, err)
 		}
 	}
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("load transcript %s: %w", ss.key, err)
 	}
-	ss.file = f
+	ss.tree, ss.file, ss.size = tree, f, good
 	return nil
+}
+
+// unload drops the session's tree and file; the next call reloads them.
+// Called with ss.mu held.
+func (ss *session) unload() {
+	if ss.file != nil {
+		_ = ss.file.Close()
+	}
+	ss.tree, ss.file, ss.size, ss.loaded = nil, nil, 0, false
 }
 
 func (ss *session) close() error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.closed = true
 	if ss.file == nil {
 		return nil
 	}
 	err := ss.file.Close()
-	ss.file = nil
-	if ss.err == nil {
-		ss.err = fs.ErrClosed
-	}
+	ss.tree, ss.file = nil, nil
 	return err
 }
 
 // Append implements [activities.TranscriptStore].
-func (s *FileStore) Append(ctx context.Context, k activities.SessionKey, m convo.Message) (convo.Message, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return convo.Message{}, false, err
-	}
-	ss, err := s.session(k)
-	if err != nil {
-		return convo.Message{}, false, err
-	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.file == nil {
-		return convo.Message{}, false, fmt.Errorf("append to %s: %w", k, fs.ErrClosed)
-	}
-	if old, ok := ss.tree.Get(m.ID); ok {
-		return old, true, nil
-	}
-	line, err := convo.MarshalEntry(m)
-	if err != nil {
-		return convo.Message{}, false, fmt.Errorf("append %s to %s: %w", m.ID, k, err)
-	}
-	if err := ss.tree.Append(m); err != nil {
-		return convo.Message{}, false, fmt.Errorf("append %s to %s: %w", m.ID, k, err)
-	}
-	if _, err := ss.file.Write(append(line, '\n')); err != nil {
-		return convo.Message{}, false, fmt.Errorf("append %s to %s: %w", m.ID, k, err)
-	}
-	if s.opts.Sync {
-		if err := ss.file.Sync(); err != nil {
-			return convo.Message{}, false, fmt.Errorf("append %s to %s: sync: %w", m.ID, k, err)
+func (s *FileStore) Append(ctx context.Context, k activities.SessionKey, m convo.Message) (stored convo.Message, existed bool, err error) {
+	err = s.with(ctx, k, func(ss *session) error {
+		if old, ok := ss.tree.Get(m.ID); ok {
+			stored, existed = old, true
+			return nil
 		}
+		line, err := convo.MarshalEntry(m)
+		if err != nil {
+			return fmt.Errorf("append %s to %s: %w", m.ID, k, err)
+		}
+		if err := ss.tree.Append(m); err != nil {
+			return fmt.Errorf("append %s to %s: %w", m.ID, k, err)
+		}
+		line = append(line, '\n')
+		_, err = ss.file.Write(line)
+		if err == nil && s.opts.Sync {
+			err = ss.file.Sync()
+		}
+		if err != nil {
+			// The tree has m, the file may hold part of it: cut the file
+			// back to its last whole line and reload from it next time.
+			_ = ss.file.Truncate(ss.size)
+			ss.unload()
+			return fmt.Errorf("append %s to %s: %w", m.ID, k, err)
+		}
+		ss.size += int64(len(line))
+		stored = m
+		return nil
+	})
+	if err != nil {
+		return convo.Message{}, false, err
 	}
-	return m, false, nil
+	return stored, existed, nil
 }
 
 // read runs fn with the session's tree under its lock.
 func (s *FileStore) read(ctx context.Context, k activities.SessionKey, fn func(t *convo.Tree) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ss, err := s.session(k)
-	if err != nil {
-		return err
-	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return fn(ss.tree)
+	return s.with(ctx, k, func(ss *session) error { return fn(ss.tree) })
 }
 
 // Get implements [activities.TranscriptStore].
@@ -309,67 +354,67 @@ func (s *FileStore) Len(ctx context.Context, k activities.SessionKey) (n int, er
 
 // SaveSnapshot implements [activities.TranscriptStore]; the write is atomic.
 func (s *FileStore) SaveSnapshot(ctx context.Context, k activities.SessionKey, snapshot []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if _, err := s.session(k); err != nil { // validates the key, creates the folder
-		return err
-	}
-	p := s.path(k, ".state.json")
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".state-*")
-	if err != nil {
-		return fmt.Errorf("save snapshot of %s: %w", k, err)
-	}
-	_, err = tmp.Write(snapshot)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("save snapshot of %s: %w", k, err)
-	}
-	return nil
+	return s.with(ctx, k, func(*session) error { // the folder exists once loaded
+		p := s.path(k, ".state.json")
+		tmp, err := os.CreateTemp(filepath.Dir(p), ".state-*")
+		if err != nil {
+			return fmt.Errorf("save snapshot of %s: %w", k, err)
+		}
+		_, err = tmp.Write(snapshot)
+		if err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), p)
+		}
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("save snapshot of %s: %w", k, err)
+		}
+		return nil
+	})
 }
 
 // LoadSnapshot implements [activities.TranscriptStore].
-func (s *FileStore) LoadSnapshot(ctx context.Context, k activities.SessionKey) ([]byte, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
-	}
-	if _, err := s.session(k); err != nil {
-		return nil, false, err
-	}
-	b, err := os.ReadFile(s.path(k, ".state.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
+func (s *FileStore) LoadSnapshot(ctx context.Context, k activities.SessionKey) (snapshot []byte, ok bool, err error) {
+	err = s.with(ctx, k, func(*session) error {
+		b, err := os.ReadFile(s.path(k, ".state.json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("load snapshot of %s: %w", k, err)
+		}
+		snapshot, ok = b, true
+		return nil
+	})
 	if err != nil {
-		return nil, false, fmt.Errorf("load snapshot of %s: %w", k, err)
+		return nil, false, err
 	}
-	return b, true, nil
+	return snapshot, ok, nil
 }
 
-// Delete implements [activities.TranscriptStore].
+// Delete implements [activities.TranscriptStore]. It waits for a call in
+// progress on the session; calls that started before it and are still
+// waiting fail with [fs.ErrClosed].
 func (s *FileStore) Delete(ctx context.Context, k activities.SessionKey) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := s.session(k); err != nil && !errors.Is(err, fs.ErrClosed) {
+	if err := checkKey(k); err != nil {
 		return err
 	}
+	// Under s.mu, so that no call reopens the files before they are gone.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if e, ok := s.sessions[k]; ok {
 		s.lru.Remove(e)
 		delete(s.sessions, k)
 		_ = e.Value.(*session).close()
 	}
-	s.mu.Unlock()
 	var errs []error
 	for _, ext := range []string{".jsonl", ".state.json"} {
 		if err := os.Remove(s.path(k, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -67,6 +67,7 @@ var Vars = []Var{
 	{"CONTEXT_MAX_TOKENS", "4000", "default token budget of the model view"},
 	{"SUMMARY_TRIGGER_THRESHOLD", "3000", "default token count above which older history is summarised"},
 	{"LLM_TIMEOUT", "60s", "start-to-close timeout of one model call (an activity)"},
+	{"CTXFLOW_HEARTBEAT_TIMEOUT", "10s", "a model activity silent this long is retried on another worker (crash detection)"},
 	{"LLM_MAX_TOKENS", "2000", "tokens generated at most per model call"},
 	{"CTXFLOW_CONTINUE_AS_NEW_TURNS", "100", "turns per workflow run before the session continues as new"},
 	{"CTXFLOW_SESSION_IDLE_TTL", "24h", "an idle session's run ends cleanly after this; its next turn revives it"},
@@ -104,6 +105,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.Limits = workflows.DefaultLimits()
 	c.Limits.LLMTimeout = p.dur("LLM_TIMEOUT", c.Limits.LLMTimeout)
 	c.Limits.LLMMaxTokens = p.int("LLM_MAX_TOKENS", c.Limits.LLMMaxTokens)
+	c.Limits.HeartbeatTimeout = p.dur("CTXFLOW_HEARTBEAT_TIMEOUT", c.Limits.HeartbeatTimeout)
 	c.Limits.ContinueAsNewEvery = p.int("CTXFLOW_CONTINUE_AS_NEW_TURNS", c.Limits.ContinueAsNewEvery)
 	c.Limits.IdleTTL = p.dur("CTXFLOW_SESSION_IDLE_TTL", c.Limits.IdleTTL)
 	c.Limits.RecentTurns = p.int("CTXFLOW_RECENT_TURNS", c.Limits.RecentTurns)
@@ -120,11 +122,55 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	if c.Tokenizer != "cl100k_base" && c.Tokenizer != "o200k_base" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOKENIZER %q: want cl100k_base or o200k_base", c.Tokenizer))
 	}
-	if err := c.Session.Validate(); err != nil {
-		p.errs = append(p.errs, fmt.Errorf("session defaults: %w", err))
+	for _, port := range []struct {
+		name string
+		n    int
+	}{{"CTXFLOW_UI_PORT", c.UIPort}, {"CTXFLOW_TEMPORAL_PORT", c.TemporalPort}} {
+		if port.n < 0 || port.n > 65535 {
+			p.errs = append(p.errs, fmt.Errorf("%s %d: want a port in [0, 65535]", port.name, port.n))
+		}
 	}
-	if err := c.Limits.Validate(); err != nil {
-		p.errs = append(p.errs, err)
+	if c.ShutdownTimeout < 0 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_SHUTDOWN_TIMEOUT %s: want 0 or more", c.ShutdownTimeout))
+	}
+	if c.TurnWaitTimeout <= 0 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TURN_WAIT_TIMEOUT %s: want more than 0", c.TurnWaitTimeout))
+	}
+	// Each variable is checked alone against the defaults, so that an
+	// out-of-range value is reported under its own name.
+	n := len(p.errs)
+	type knobs struct {
+		s workflows.SessionConfig
+		l workflows.Limits
+	}
+	for _, v := range []struct {
+		name string
+		set  func(k *knobs)
+	}{
+		{"CTXFLOW_LLM_MODEL", func(k *knobs) { k.s.LLMModel = c.Session.LLMModel }},
+		{"CTXFLOW_EMBEDDING_MODEL", func(k *knobs) { k.s.EmbeddingModel = c.Session.EmbeddingModel }},
+		{"CONTEXT_MAX_TOKENS", func(k *knobs) { k.s.MaxTokens = c.Session.MaxTokens }},
+		{"SUMMARY_TRIGGER_THRESHOLD", func(k *knobs) { k.s.SummaryThreshold = c.Session.SummaryThreshold }},
+		{"LLM_TIMEOUT", func(k *knobs) { k.l.LLMTimeout = c.Limits.LLMTimeout }},
+		{"CTXFLOW_HEARTBEAT_TIMEOUT", func(k *knobs) { k.l.HeartbeatTimeout = c.Limits.HeartbeatTimeout }},
+		{"LLM_MAX_TOKENS", func(k *knobs) { k.l.LLMMaxTokens = c.Limits.LLMMaxTokens }},
+		{"CTXFLOW_CONTINUE_AS_NEW_TURNS", func(k *knobs) { k.l.ContinueAsNewEvery = c.Limits.ContinueAsNewEvery }},
+		{"CTXFLOW_SESSION_IDLE_TTL", func(k *knobs) { k.l.IdleTTL = c.Limits.IdleTTL }},
+		{"CTXFLOW_RECENT_TURNS", func(k *knobs) { k.l.RecentTurns = c.Limits.RecentTurns }},
+	} {
+		k := knobs{workflows.DefaultSessionConfig(), workflows.DefaultLimits()}
+		v.set(&k)
+		if err := errors.Join(k.s.Validate(), k.l.Validate()); err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s: %w", v.name, err))
+		}
+	}
+	if len(p.errs) == n { // and together (should the rules ever tie options)
+		if err := c.Session.Validate(); err != nil {
+			p.errs = append(p.errs, fmt.Errorf("session defaults: %w", err))
+		}
+		if err := c.Limits.Validate(); err != nil {
+			p.errs = append(p.errs, err)
+		}
 	}
 	if len(p.errs) > 0 {
 		return c, fmt.Errorf("configuration: %w", errors.Join(p.errs...))

@@ -1,0 +1,1102 @@
+package api_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ctxflow/ctxflow/api"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// fakeClient is a Temporal client whose methods used by the API run the
+// matching …Fn field. Any other method panics (the embedded interface is
+// nil); a used method whose Fn is nil fails the test.
+type fakeClient struct {
+	client.Client
+
+	t     testing.TB
+	mu    sync.Mutex
+	calls []string
+
+	CheckHealthFn             func(ctx context.Context, req *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
+	ExecuteWorkflowFn         func(ctx context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
+	SignalWithStartWorkflowFn func(ctx context.Context, workflowID, signalName string, signalArg any, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
+	SignalWorkflowFn          func(ctx context.Context, workflowID, runID, signalName string, arg any) error
+	QueryWorkflowFn           func(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
+	UpdateWorkflowFn          func(ctx context.Context, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	UpdateWithStartWorkflowFn func(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	ListWorkflowFn            func(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+}
+
+var _ client.Client = (*fakeClient)(nil)
+
+func newFake(t testing.TB) *fakeClient { return &fakeClient{t: t} }
+
+func (f *fakeClient) record(name string, fn any) bool {
+	f.mu.Lock()
+	f.calls = append(f.calls, name)
+	f.mu.Unlock()
+	if reflect.ValueOf(fn).IsNil() {
+		f.t.Errorf("unexpected call to %s", name)
+		return false
+	}
+	return true
+}
+
+// called returns the names of the methods called, in order.
+func (f *fakeClient) called() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+var errUnexpected = errors.New("unexpected call")
+
+func (f *fakeClient) CheckHealth(ctx context.Context, req *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+	if !f.record("CheckHealth", f.CheckHealthFn) {
+		return nil, errUnexpected
+	}
+	return f.CheckHealthFn(ctx, req)
+}
+
+func (f *fakeClient) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
+	if !f.record("ExecuteWorkflow", f.ExecuteWorkflowFn) {
+		return nil, errUnexpected
+	}
+	return f.ExecuteWorkflowFn(ctx, opts, workflow, args...)
+}
+
+func (f *fakeClient) SignalWithStartWorkflow(ctx context.Context, workflowID, signalName string, signalArg any, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
+	if !f.record("SignalWithStartWorkflow", f.SignalWithStartWorkflowFn) {
+		return nil, errUnexpected
+	}
+	return f.SignalWithStartWorkflowFn(ctx, workflowID, signalName, signalArg, opts, workflow, args...)
+}
+
+func (f *fakeClient) SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error {
+	if !f.record("SignalWorkflow", f.SignalWorkflowFn) {
+		return errUnexpected
+	}
+	return f.SignalWorkflowFn(ctx, workflowID, runID, signalName, arg)
+}
+
+func (f *fakeClient) QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
+	if !f.record("QueryWorkflow", f.QueryWorkflowFn) {
+		return nil, errUnexpected
+	}
+	return f.QueryWorkflowFn(ctx, workflowID, runID, queryType, args...)
+}
+
+func (f *fakeClient) UpdateWorkflow(ctx context.Context, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	if !f.record("UpdateWorkflow", f.UpdateWorkflowFn) {
+		return nil, errUnexpected
+	}
+	return f.UpdateWorkflowFn(ctx, opts)
+}
+
+func (f *fakeClient) UpdateWithStartWorkflow(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	if !f.record("UpdateWithStartWorkflow", f.UpdateWithStartWorkflowFn) {
+		return nil, errUnexpected
+	}
+	return f.UpdateWithStartWorkflowFn(ctx, opts)
+}
+
+// NewWithStartWorkflowOperation records the start request; the
+// UpdateWithStartWorkflowFn finds it in its options.
+func (f *fakeClient) NewWithStartWorkflowOperation(opts client.StartWorkflowOptions, workflow any, args ...any) client.WithStartWorkflowOperation {
+	f.mu.Lock()
+	f.calls = append(f.calls, "NewWithStartWorkflowOperation")
+	f.mu.Unlock()
+	return &startOp{opts: opts, workflow: workflow, args: args}
+}
+
+func (f *fakeClient) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	if !f.record("ListWorkflow", f.ListWorkflowFn) {
+		return nil, errUnexpected
+	}
+	return f.ListWorkflowFn(ctx, req)
+}
+
+type startOp struct {
+	opts     client.StartWorkflowOptions
+	workflow any
+	args     []any
+}
+
+func (*startOp) Get(context.Context) (client.WorkflowRun, error) { return nil, errUnexpected }
+
+// value encodes v as Temporal would send it, for query results.
+type value struct{ p *commonpb.Payload }
+
+func encode(t testing.TB, v any) value {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value{p}
+}
+
+func (v value) HasValue() bool { return v.p != nil }
+func (v value) Get(ptr any) error {
+	return converter.GetDefaultDataConverter().FromPayload(v.p, ptr)
+}
+
+// handle is an update handle whose outcome is a value or an error.
+type handle struct {
+	id  string
+	val value
+	err error
+}
+
+func (h handle) WorkflowID() string { return "" }
+func (h handle) RunID() string      { return "" }
+func (h handle) UpdateID() string   { return h.id }
+func (h handle) Get(_ context.Context, ptr any) error {
+	if h.err != nil {
+		return h.err
+	}
+	if ptr == nil {
+		return nil
+	}
+	return h.val.Get(ptr)
+}
+
+func options() api.Options {
+	return api.Options{
+		Defaults:        workflows.DefaultSessionConfig(),
+		Limits:          workflows.DefaultLimits(),
+		TurnWaitTimeout: 5 * time.Second,
+		Logger:          slog.New(slog.DiscardHandler),
+	}
+}
+
+func server(f *fakeClient) http.Handler { return api.New(f, options()).Handler() }
+
+// do sends a request; header pairs follow the body.
+func do(h http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+type errorBody struct {
+	Error struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		RequestID string `json:"requestId"`
+	} `json:"error"`
+	Turn *workflows.TurnResult `json:"turn"`
+}
+
+// wantError checks an error answer and returns its body.
+func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code string) errorBody {
+	t.Helper()
+	if w.Code != status {
+		t.Errorf("status = %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type = %q, want JSON", ct)
+	}
+	var b errorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
+		t.Fatalf("error body %q: %v", w.Body, err)
+	}
+	if b.Error.Code != code {
+		t.Errorf("error code = %q, want %q; body %s", b.Error.Code, code, w.Body)
+	}
+	if b.Error.Message == "" {
+		t.Error("error without a message")
+	}
+	if b.Error.RequestID == "" || b.Error.RequestID != w.Header().Get("X-Request-ID") {
+		t.Errorf("error requestId = %q, header %q", b.Error.RequestID, w.Header().Get("X-Request-ID"))
+	}
+	return b
+}
+
+func decode(t *testing.T, w *httptest.ResponseRecorder, v any) {
+	t.Helper()
+	if err := json.Unmarshal(w.Body.Bytes(), v); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	f := newFake(t)
+	w := do(server(f), http.MethodGet, "/healthz", "")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"ok"`) {
+		t.Errorf("GET /healthz = %d %s", w.Code, w.Body)
+	}
+	if len(f.called()) != 0 {
+		t.Errorf("healthz called Temporal: %v", f.called())
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	f := newFake(t)
+	var healthy error
+	f.CheckHealthFn = func(ctx context.Context, _ *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("CheckHealth without a deadline")
+		}
+		return &client.CheckHealthResponse{}, healthy
+	}
+	h := server(f)
+	if w := do(h, http.MethodGet, "/readyz", ""); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "ready") {
+		t.Errorf("GET /readyz with Temporal up = %d %s", w.Code, w.Body)
+	}
+	healthy = errors.New("connection refused")
+	b := wantError(t, do(h, http.MethodGet, "/readyz", ""), http.StatusServiceUnavailable, "unavailable")
+	if !strings.Contains(b.Error.Message, "connection refused") {
+		t.Errorf("message %q does not say why", b.Error.Message)
+	}
+}
+
+func TestPanicIsInternalError(t *testing.T) {
+	f := newFake(t)
+	f.CheckHealthFn = func(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+		panic("boom")
+	}
+	wantError(t, do(server(f), http.MethodGet, "/readyz", ""), http.StatusInternalServerError, "internal")
+}
+
+func TestRequestID(t *testing.T) {
+	h := server(newFake(t))
+	w := do(h, http.MethodGet, "/healthz", "")
+	id := w.Header().Get("X-Request-ID")
+	if !regexp.MustCompile(`^req-[0-9a-f]{24}$`).MatchString(id) {
+		t.Errorf("generated X-Request-ID = %q", id)
+	}
+	if id2 := do(h, http.MethodGet, "/healthz", "").Header().Get("X-Request-ID"); id2 == id {
+		t.Errorf("two requests got the same id %q", id)
+	}
+	if got := do(h, http.MethodGet, "/healthz", "", "X-Request-ID", "client-42").Header().Get("X-Request-ID"); got != "client-42" {
+		t.Errorf("X-Request-ID = %q, want the client's", got)
+	}
+	long := strings.Repeat("x", 129)
+	if got := do(h, http.MethodGet, "/healthz", "", "X-Request-ID", long).Header().Get("X-Request-ID"); got == long || got == "" {
+		t.Errorf("an over-long request id was kept: %q", got)
+	}
+	// Errors carry it too.
+	b := wantError(t, do(h, http.MethodGet, "/nope", "", "X-Request-ID", "client-43"), http.StatusNotFound, "not_found")
+	if b.Error.RequestID != "client-43" {
+		t.Errorf("error requestId = %q", b.Error.RequestID)
+	}
+}
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	f := newFake(t)
+	h := server(f)
+	wantError(t, do(h, http.MethodGet, "/v2/sessions", ""), http.StatusNotFound, "not_found")
+	wantError(t, do(h, http.MethodGet, "/v1/sessions/s1/nothing", ""), http.StatusNotFound, "not_found")
+	wantError(t, do(h, http.MethodPut, "/v1/sessions/s1", "{}"), http.StatusMethodNotAllowed, "invalid_argument")
+	wantError(t, do(h, http.MethodDelete, "/v1/sessions", ""), http.StatusMethodNotAllowed, "invalid_argument")
+	if len(f.called()) != 0 {
+		t.Errorf("Temporal called: %v", f.called())
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	f := newFake(t)
+	opts := options()
+	opts.MaxBodyBytes = 2048
+	h := api.New(f, opts).Handler()
+	big := `{"question":"` + strings.Repeat("a", 3000) + `"}`
+
+	b := wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/turns", big), http.StatusRequestEntityTooLarge, "invalid_argument")
+	if !strings.Contains(b.Error.Message, "2048") {
+		t.Errorf("message %q does not give the limit", b.Error.Message)
+	}
+
+	// Chunked: no Content-Length, the limit applies while reading.
+	for _, path := range []string{"/v1/sessions/s1/turns", "/v1/sessions", "/v1/sessions/s1/continue"} {
+		req := httptest.NewRequest(http.MethodPost, path, struct{ io.Reader }{strings.NewReader(big)})
+		req.ContentLength = -1
+		req.TransferEncoding = []string{"chunked"}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		wantError(t, w, http.StatusRequestEntityTooLarge, "invalid_argument")
+	}
+	if len(f.called()) != 0 {
+		t.Errorf("Temporal called for an oversized body: %v", f.called())
+	}
+}
+
+func TestMalformedBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, body, want string
+	}{
+		{"unknown field", "/v1/sessions", `{"sessionId":"a","colour":"red"}`, "colour"},
+		{"unknown turn field", "/v1/sessions/s1/turns", `{"question":"hi","stream":true}`, "stream"},
+		{"unknown continue field", "/v1/sessions/s1/continue", `{"turn":"x"}`, "turn"},
+		{"not json", "/v1/sessions/s1/turns", `question=hi`, "request body"},
+		{"two values", "/v1/sessions/s1/turns", `{"question":"hi"} {"question":"again"}`, "more than one"},
+		{"trailing brace", "/v1/sessions/s1/turns", `{"question":"hi"}}`, "more than one"},
+		{"wrong type", "/v1/sessions/s1/turns", `{"question":42}`, "question"},
+		{"empty turn body", "/v1/sessions/s1/turns", ``, "empty"},
+		{"invalid UTF-8 in create", "/v1/sessions", "{\"title\":\"caf\xe9\"}", "UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			b := wantError(t, do(server(f), http.MethodPost, tc.path, tc.body), http.StatusBadRequest, "invalid_argument")
+			if !strings.Contains(b.Error.Message, tc.want) {
+				t.Errorf("message %q does not mention %q", b.Error.Message, tc.want)
+			}
+			if len(f.called()) != 0 {
+				t.Errorf("Temporal called: %v", f.called())
+			}
+		})
+	}
+}
+
+func TestTurnValidation(t *testing.T) {
+	long := strings.Repeat("a", workflows.MaxQuestionBytes+1)
+	for _, tc := range []struct {
+		name, path, body, want string
+		header                 []string
+	}{
+		{name: "empty question", body: `{"question":""}`, want: "empty"},
+		{name: "no question", body: `{}`, want: "empty"},
+		{name: "blank question", body: `{"question":"  \n\t "}`, want: "empty"},
+		{name: "question over 32 KiB", body: `{"question":"` + long + `"}`, want: "over the 32768-byte limit"},
+		{name: "invalid UTF-8", body: "{\"question\":\"caf\xe9 au lait\"}", want: "UTF-8"},
+		{name: "invalid UTF-8 in the config", body: "{\"question\":\"hi\",\"config\":{\"llmModel\":\"\xff\"}}", want: "UTF-8"},
+		{name: "unknown option", body: `{"question":"hi","config":{"temperature":0.2}}`, want: "temperature"},
+		{name: "session-only option", body: `{"question":"hi","config":{"embeddingModel":"x"}}`, want: "embeddingModel"},
+		{name: "option of the wrong type", body: `{"question":"hi","config":{"topK":"5"}}`, want: "topK"},
+		{name: "topK out of range", body: `{"question":"hi","config":{"topK":0}}`, want: "topK"},
+		{name: "maxTokens out of range", body: `{"question":"hi","config":{"maxTokens":10}}`, want: "maxTokens"},
+		{name: "unknown strategy", body: `{"question":"hi","config":{"windowStrategy":"all"}}`, want: "windowStrategy"},
+		{name: "bad turn id", body: `{"question":"hi","turnId":"../etc"}`, want: "turnId"},
+		{name: "bad session id", path: "/v1/sessions/-dash/turns", body: `{"question":"hi"}`, want: "sessionId"},
+		{name: "session id too long", path: "/v1/sessions/" + strings.Repeat("s", 129) + "/turns", body: `{"question":"hi"}`, want: "sessionId"},
+		{name: "bad tenant", body: `{"question":"hi"}`, header: []string{"X-Tenant-ID", "acme corp"}, want: "tenant"},
+		{name: "bad tenant with slash", body: `{"question":"hi"}`, header: []string{"X-Tenant-ID", "a/b"}, want: "tenant"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tc.path
+			if path == "" {
+				path = "/v1/sessions/s1/turns"
+			}
+			for _, wait := range []string{"", "?wait=true"} {
+				f := newFake(t)
+				b := wantError(t, do(server(f), http.MethodPost, path+wait, tc.body, tc.header...), http.StatusBadRequest, "invalid_argument")
+				if !strings.Contains(b.Error.Message, tc.want) {
+					t.Errorf("message %q does not mention %q", b.Error.Message, tc.want)
+				}
+				if len(f.called()) != 0 {
+					t.Errorf("Temporal called for a bad turn: %v", f.called())
+				}
+			}
+		})
+	}
+}
+
+// signalTurn records a signal-with-start.
+type signalTurn struct {
+	workflowID, signal string
+	req                workflows.TurnRequest
+	opts               client.StartWorkflowOptions
+	workflow           any
+	in                 workflows.SessionInput
+}
+
+func recordSignal(t *testing.T, f *fakeClient) *[]signalTurn {
+	var got []signalTurn
+	f.SignalWithStartWorkflowFn = func(ctx context.Context, workflowID, signalName string, signalArg any, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
+		req, ok := signalArg.(workflows.TurnRequest)
+		if !ok {
+			t.Errorf("signal arg is a %T", signalArg)
+		}
+		if len(args) != 1 {
+			t.Fatalf("workflow args = %v", args)
+		}
+		in, ok := args[0].(workflows.SessionInput)
+		if !ok {
+			t.Errorf("workflow arg is a %T", args[0])
+		}
+		got = append(got, signalTurn{workflowID, signalName, req, opts, workflow, in})
+		return nil, nil
+	}
+	return &got
+}
+
+// checkStart checks the options of a session workflow started for a turn.
+func checkStart(t *testing.T, opts client.StartWorkflowOptions, workflow any, in workflows.SessionInput, tenant, id string) {
+	t.Helper()
+	wid := "session/" + tenant + "/" + id
+	if opts.ID != wid || opts.TaskQueue != workflows.TaskQueue {
+		t.Errorf("start options ID %q, task queue %q; want %q, %q", opts.ID, opts.TaskQueue, wid, workflows.TaskQueue)
+	}
+	if opts.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING {
+		t.Errorf("conflict policy = %v, want USE_EXISTING", opts.WorkflowIDConflictPolicy)
+	}
+	if v, ok := opts.TypedSearchAttributes.GetKeyword(workflows.SAttrTenant); !ok || v != tenant {
+		t.Errorf("CtxTenant = %q, %v; want %q", v, ok, tenant)
+	}
+	if v, ok := opts.TypedSearchAttributes.GetKeyword(workflows.SAttrStatus); !ok || v != workflows.StatusIdle {
+		t.Errorf("CtxStatus = %q, %v; want idle", v, ok)
+	}
+	if !strings.Contains(opts.StaticSummary, id) {
+		t.Errorf("static summary %q does not name the session", opts.StaticSummary)
+	}
+	if workflow != workflows.SessionWorkflowName {
+		t.Errorf("workflow = %v, want %s", workflow, workflows.SessionWorkflowName)
+	}
+	if in.Tenant != tenant || in.SessionID != id || in.Limits != workflows.DefaultLimits() {
+		t.Errorf("session input = %+v", in)
+	}
+	var cfg workflows.SessionConfig
+	if err := json.Unmarshal(in.Config, &cfg); err != nil || cfg != workflows.DefaultSessionConfig() {
+		t.Errorf("session input config = %s, %v; want the defaults", in.Config, err)
+	}
+}
+
+func TestTurnSignal(t *testing.T) {
+	f := newFake(t)
+	got := recordSignal(t, f)
+	h := server(f)
+
+	w := do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"What is Temporal?"}`)
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("status = %d, want 202; body %s", w.Code, w.Body)
+	}
+	var resp struct{ SessionID, TurnID, Status string }
+	decode(t, w, &resp)
+	if !regexp.MustCompile(`^turn-[0-9a-f]{24}$`).MatchString(resp.TurnID) || resp.SessionID != "s1" || resp.Status != workflows.TurnQueued {
+		t.Errorf("answer = %+v", resp)
+	}
+	if len(*got) != 1 {
+		t.Fatalf("%d signals, want 1", len(*got))
+	}
+	s := (*got)[0]
+	if s.workflowID != "session/default/s1" || s.signal != workflows.SignalTurn {
+		t.Errorf("signal %q to %q", s.signal, s.workflowID)
+	}
+	if s.req.TurnID != resp.TurnID || s.req.Question != "What is Temporal?" || len(s.req.Config) != 0 {
+		t.Errorf("turn request = %+v", s.req)
+	}
+	checkStart(t, s.opts, s.workflow, s.in, "default", "s1")
+
+	// A client-chosen turn id, a tenant and per-turn options pass through.
+	w = do(h, http.MethodPost, "/v1/sessions/s2/turns", `{"question":"again","turnId":"t-1","config":{"topK":3}}`, "X-Tenant-ID", "acme")
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("status = %d; body %s", w.Code, w.Body)
+	}
+	decode(t, w, &resp)
+	s = (*got)[1]
+	if resp.TurnID != "t-1" || s.req.TurnID != "t-1" || s.workflowID != "session/acme/s2" {
+		t.Errorf("answer %+v, signal %+v", resp, s)
+	}
+	if string(s.req.Config) != `{"topK":3}` {
+		t.Errorf("turn config = %s", s.req.Config)
+	}
+	checkStart(t, s.opts, s.workflow, s.in, "acme", "s2")
+
+	// A question of exactly 32 KiB is fine.
+	q := strings.Repeat("b", workflows.MaxQuestionBytes)
+	if w := do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"`+q+`"}`); w.Code != http.StatusAccepted {
+		t.Errorf("32 KiB question: status %d %s", w.Code, w.Body)
+	}
+	// ?wait=false is the default.
+	if w := do(h, http.MethodPost, "/v1/sessions/s1/turns?wait=false", `{"question":"x"}`); w.Code != http.StatusAccepted {
+		t.Errorf("wait=false: status %d", w.Code)
+	}
+	for _, c := range f.called() {
+		if c != "SignalWithStartWorkflow" {
+			t.Errorf("unexpected call %s", c)
+		}
+	}
+}
+
+func TestTurnSignalErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{serviceerror.NewUnavailable("frontend down"), http.StatusServiceUnavailable, "unavailable"},
+		{serviceerror.NewInvalidArgument("bad"), http.StatusBadRequest, "invalid_argument"},
+		{errors.New("odd"), http.StatusInternalServerError, "internal"},
+	} {
+		f := newFake(t)
+		f.SignalWithStartWorkflowFn = func(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+			return nil, tc.err
+		}
+		wantError(t, do(server(f), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"hi"}`), tc.status, tc.code)
+	}
+}
+
+// recordUpdate answers update-with-start with h and records the call.
+func recordUpdate(t *testing.T, f *fakeClient, answer func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error)) *[]client.UpdateWithStartWorkflowOptions {
+	var got []client.UpdateWithStartWorkflowOptions
+	f.UpdateWithStartWorkflowFn = func(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("update-with-start without a deadline")
+		}
+		got = append(got, opts)
+		return answer(opts)
+	}
+	return &got
+}
+
+func TestTurnWait(t *testing.T) {
+	f := newFake(t)
+	var res workflows.TurnResult
+	got := recordUpdate(t, f, func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		req := opts.UpdateOptions.Args[0].(workflows.TurnRequest)
+		res = workflows.TurnResult{
+			TurnID: req.TurnID, Status: workflows.TurnCompleted, Question: req.Question, Answer: "A durable execution engine.",
+			Steps:       []workflows.Step{{Name: "generate", Status: "ok", DurationMS: 12}},
+			SessionInfo: workflows.SessionInfo{SessionID: "s1", Turns: 1, Messages: 2, Health: workflows.HealthOK},
+			Engine:      "offline", CompletedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+		}
+		return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, res)}, nil
+	})
+	w := do(server(f), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"What is Temporal?","turnId":"t-9"}`)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status = %d, want 200; body %s", w.Code, w.Body)
+	}
+	var answer workflows.TurnResult
+	decode(t, w, &answer)
+	if !reflect.DeepEqual(answer, res) {
+		t.Errorf("answer = %+v, want %+v", answer, res)
+	}
+	if len(*got) != 1 {
+		t.Fatalf("%d updates, want 1", len(*got))
+	}
+	u := (*got)[0]
+	if u.UpdateOptions.UpdateID != "t-9" || u.UpdateOptions.UpdateName != workflows.UpdateTurn ||
+		u.UpdateOptions.WaitForStage != client.WorkflowUpdateStageCompleted {
+		t.Errorf("update options = %+v", u.UpdateOptions)
+	}
+	if req, ok := u.UpdateOptions.Args[0].(workflows.TurnRequest); !ok || req.TurnID != "t-9" || req.Question != "What is Temporal?" {
+		t.Errorf("update args = %+v", u.UpdateOptions.Args)
+	}
+	op, ok := u.StartWorkflowOperation.(*startOp)
+	if !ok {
+		t.Fatalf("start operation is a %T", u.StartWorkflowOperation)
+	}
+	checkStart(t, op.opts, op.workflow, op.args[0].(workflows.SessionInput), "default", "s1")
+	if want := []string{"NewWithStartWorkflowOperation", "UpdateWithStartWorkflow"}; !reflect.DeepEqual(f.called(), want) {
+		t.Errorf("calls = %v, want %v", f.called(), want)
+	}
+
+	// Without a turnId the generated one is the update id.
+	do(server(f), http.MethodPost, "/v1/sessions/s1/turns?wait=1", `{"question":"again"}`)
+	if len(*got) != 2 {
+		t.Fatalf("%d updates, want 2", len(*got))
+	}
+	u = (*got)[1]
+	if id := u.UpdateOptions.UpdateID; !strings.HasPrefix(id, "turn-") || u.UpdateOptions.Args[0].(workflows.TurnRequest).TurnID != id {
+		t.Errorf("update id %q, request %+v", id, u.UpdateOptions.Args[0])
+	}
+}
+
+func TestTurnWaitOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		status    string
+		updateErr error // from UpdateWithStartWorkflow
+		getErr    error // from the handle
+		code      int
+		errCode   string
+	}{
+		{name: "failed turn", status: workflows.TurnFailed, code: http.StatusServiceUnavailable, errCode: "unavailable"},
+		{name: "rejected turn", status: workflows.TurnRejected, code: http.StatusBadRequest, errCode: "invalid_argument"},
+		{name: "validator rejects", getErr: temporal.NewNonRetryableApplicationError("question is empty", workflows.ErrTypeInvalidTurn, nil), code: http.StatusBadRequest, errCode: "invalid_argument"},
+		{name: "session closing", getErr: temporal.NewNonRetryableApplicationError("closing", workflows.ErrTypeConflict, nil), code: http.StatusConflict, errCode: "conflict"},
+		{name: "frontend down", updateErr: serviceerror.NewUnavailable("down"), code: http.StatusServiceUnavailable, errCode: "unavailable"},
+		{name: "deadline", getErr: context.DeadlineExceeded, code: http.StatusServiceUnavailable, errCode: "unavailable"},
+		{name: "other", updateErr: errors.New("odd"), code: http.StatusInternalServerError, errCode: "internal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			recordUpdate(t, f, func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+				if tc.updateErr != nil {
+					return nil, tc.updateErr
+				}
+				res := workflows.TurnResult{TurnID: opts.UpdateOptions.UpdateID, Status: tc.status, Error: "model unreachable",
+					SessionInfo: workflows.SessionInfo{Health: workflows.HealthDegraded}}
+				return handle{val: encode(t, res), err: tc.getErr}, nil
+			})
+			b := wantError(t, do(server(f), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"hi","turnId":"t-1"}`), tc.code, tc.errCode)
+			if tc.status != "" {
+				if b.Turn == nil || b.Turn.TurnID != "t-1" || b.Turn.Status != tc.status {
+					t.Errorf("turn field = %+v, want the %s turn", b.Turn, tc.status)
+				}
+				if !strings.Contains(b.Error.Message, "model unreachable") {
+					t.Errorf("message %q does not say why", b.Error.Message)
+				}
+			}
+			for _, c := range f.called() {
+				if c == "SignalWithStartWorkflow" {
+					t.Error("fell back to a signal without ResourceExhausted")
+				}
+			}
+		})
+	}
+}
+
+// TestTurnWaitFallsBackToSignal: when the session has too many updates in
+// flight the turn is queued as a signal and its result polled.
+func TestTurnWaitFallsBackToSignal(t *testing.T) {
+	f := newFake(t)
+	recordUpdate(t, f, func(client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		return nil, serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, "too many in-flight updates")
+	})
+	signals := recordSignal(t, f)
+	var queries []string
+	f.QueryWorkflowFn = func(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("query without a deadline")
+		}
+		if workflowID != "session/default/s1" || queryType != workflows.QueryTurn || len(args) != 1 || args[0] != "t-5" {
+			t.Errorf("query %q on %q with %v", queryType, workflowID, args)
+		}
+		queries = append(queries, queryType)
+		switch len(queries) {
+		case 1: // the signal is not processed yet
+			return nil, serviceerror.NewQueryFailed(`turn "t-5" not found`)
+		case 2, 3:
+			return encode(t, workflows.TurnResult{TurnID: "t-5", Status: workflows.TurnQueued}), nil
+		}
+		return encode(t, workflows.TurnResult{TurnID: "t-5", Status: workflows.TurnCompleted, Answer: "done"}), nil
+	}
+	w := do(server(f), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"hi","turnId":"t-5"}`)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status = %d, want 200; body %s", w.Code, w.Body)
+	}
+	var res workflows.TurnResult
+	decode(t, w, &res)
+	if res.Status != workflows.TurnCompleted || res.Answer != "done" {
+		t.Errorf("answer = %+v", res)
+	}
+	if len(*signals) != 1 || (*signals)[0].req.TurnID != "t-5" || (*signals)[0].signal != workflows.SignalTurn {
+		t.Errorf("signals = %+v", *signals)
+	}
+	if len(queries) != 4 {
+		t.Errorf("%d polls, want 4 (not found, queued, queued, completed)", len(queries))
+	}
+}
+
+func TestTurnWaitFallbackTimesOut(t *testing.T) {
+	f := newFake(t)
+	recordUpdate(t, f, func(client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		return nil, serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, "busy")
+	})
+	recordSignal(t, f)
+	f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+		return encode(t, workflows.TurnResult{TurnID: "t-6", Status: workflows.TurnRunning}), nil
+	}
+	opts := options()
+	opts.TurnWaitTimeout = 300 * time.Millisecond
+	start := time.Now()
+	b := wantError(t, do(api.New(f, opts).Handler(), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"hi","turnId":"t-6"}`), http.StatusServiceUnavailable, "unavailable")
+	if !strings.Contains(b.Error.Message, "/v1/sessions/s1/turns/t-6") {
+		t.Errorf("message %q does not say where to fetch the turn", b.Error.Message)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %s with a 300ms wait timeout", d)
+	}
+}
+
+func TestGetSession(t *testing.T) {
+	state := workflows.SessionState{
+		Tenant: "default", SessionID: "s1", Title: "demo", Config: workflows.DefaultSessionConfig(),
+		Status: workflows.StatusIdle, Health: workflows.HealthOK, Turns: 3, Messages: 6, ActiveLeaf: "m6",
+		CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), UpdatedAt: time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC),
+	}
+	closed := state
+	closed.Status = workflows.StatusClosed
+	for _, tc := range []struct {
+		name    string
+		val     value
+		err     error
+		status  int
+		errCode string
+	}{
+		{name: "ok", val: encode(t, state), status: http.StatusOK},
+		{name: "unknown", err: serviceerror.NewNotFound("workflow not found"), status: http.StatusNotFound, errCode: "not_found"},
+		{name: "closed", val: encode(t, closed), status: http.StatusNotFound, errCode: "not_found"},
+		{name: "no worker", err: context.DeadlineExceeded, status: http.StatusServiceUnavailable, errCode: "unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			f.QueryWorkflowFn = func(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
+				if _, ok := ctx.Deadline(); !ok {
+					t.Error("query without a deadline")
+				}
+				if workflowID != "session/acme/s1" || runID != "" || queryType != workflows.QueryState || len(args) != 0 {
+					t.Errorf("query %q on %q/%q with %v", queryType, workflowID, runID, args)
+				}
+				return tc.val, tc.err
+			}
+			w := do(server(f), http.MethodGet, "/v1/sessions/s1", "", "X-Tenant-ID", "acme")
+			if tc.errCode != "" {
+				wantError(t, w, tc.status, tc.errCode)
+				return
+			}
+			if w.Code != tc.status {
+				t.Fatalf("status = %d; body %s", w.Code, w.Body)
+			}
+			var got workflows.SessionState
+			decode(t, w, &got)
+			if !reflect.DeepEqual(got, state) {
+				t.Errorf("state = %+v, want %+v", got, state)
+			}
+		})
+	}
+	f := newFake(t)
+	wantError(t, do(server(f), http.MethodGet, "/v1/sessions/has%20space", ""), http.StatusBadRequest, "invalid_argument")
+	if len(f.called()) != 0 {
+		t.Errorf("Temporal called for a bad id: %v", f.called())
+	}
+}
+
+func TestDeleteSession(t *testing.T) {
+	f := newFake(t)
+	var sent []any
+	f.SignalWorkflowFn = func(_ context.Context, workflowID, runID, signalName string, arg any) error {
+		if workflowID != "session/default/s1" || runID != "" || signalName != workflows.SignalClose {
+			t.Errorf("signal %q to %q/%q", signalName, workflowID, runID)
+		}
+		sent = append(sent, arg)
+		if workflowID == "session/default/gone" {
+			return serviceerror.NewNotFound("workflow not found")
+		}
+		return nil
+	}
+	w := do(server(f), http.MethodDelete, "/v1/sessions/s1", "")
+	if w.Code != http.StatusNoContent || w.Body.Len() != 0 {
+		t.Errorf("DELETE = %d %q, want 204 and no body", w.Code, w.Body)
+	}
+	if len(sent) != 1 || !reflect.DeepEqual(sent[0], workflows.CloseRequest{Delete: true}) {
+		t.Errorf("close signals = %+v, want one CloseRequest{Delete: true}", sent)
+	}
+
+	f = newFake(t)
+	f.SignalWorkflowFn = func(context.Context, string, string, string, any) error {
+		return serviceerror.NewNotFound("workflow not found")
+	}
+	wantError(t, do(server(f), http.MethodDelete, "/v1/sessions/gone", ""), http.StatusNotFound, "not_found")
+}
+
+func TestCompress(t *testing.T) {
+	f := newFake(t)
+	var signals []string
+	f.SignalWorkflowFn = func(_ context.Context, workflowID, _, signalName string, arg any) error {
+		signals = append(signals, workflowID+" "+signalName)
+		if arg != nil {
+			t.Errorf("compress signal arg = %v", arg)
+		}
+		return nil
+	}
+	w := do(server(f), http.MethodPost, "/v1/sessions/s1/compress", "", "X-Tenant-ID", "acme")
+	if w.Code != http.StatusAccepted {
+		t.Errorf("status = %d; body %s", w.Code, w.Body)
+	}
+	if want := []string{"session/acme/s1 " + workflows.SignalCompress}; !reflect.DeepEqual(signals, want) {
+		t.Errorf("signals = %v, want %v", signals, want)
+	}
+}
+
+func TestGetSteps(t *testing.T) {
+	steps := []workflows.TurnSteps{{TurnID: "t-1", Status: workflows.TurnCompleted, Steps: []workflows.Step{
+		{Name: "rewrite query", Status: "ok", DurationMS: 3}, {Name: "generate", Status: "degraded", DurationMS: 40},
+	}}}
+	f := newFake(t)
+	f.QueryWorkflowFn = func(_ context.Context, workflowID, _, queryType string, _ ...any) (converter.EncodedValue, error) {
+		if workflowID != "session/default/s1" || queryType != workflows.QuerySteps {
+			t.Errorf("query %q on %q", queryType, workflowID)
+		}
+		return encode(t, steps), nil
+	}
+	w := do(server(f), http.MethodGet, "/v1/sessions/s1/steps", "")
+	if w.Code != http.StatusOK {
+		t.Fatalf("status = %d; body %s", w.Code, w.Body)
+	}
+	var got struct {
+		SessionID string                `json:"sessionId"`
+		Turns     []workflows.TurnSteps `json:"turns"`
+	}
+	decode(t, w, &got)
+	if got.SessionID != "s1" || !reflect.DeepEqual(got.Turns, steps) {
+		t.Errorf("steps = %+v", got)
+	}
+}
+
+func TestGetTurn(t *testing.T) {
+	f := newFake(t)
+	f.QueryWorkflowFn = func(_ context.Context, workflowID, _, queryType string, args ...any) (converter.EncodedValue, error) {
+		if queryType != workflows.QueryTurn || len(args) != 1 {
+			t.Fatalf("query %q with %v", queryType, args)
+		}
+		if args[0] != "t-1" {
+			return nil, serviceerror.NewQueryFailed(fmt.Sprintf("turn %q not found", args[0]))
+		}
+		return encode(t, workflows.TurnResult{TurnID: "t-1", Status: workflows.TurnCompleted, Answer: "yes"}), nil
+	}
+	h := server(f)
+	w := do(h, http.MethodGet, "/v1/sessions/s1/turns/t-1", "")
+	var res workflows.TurnResult
+	decode(t, w, &res)
+	if w.Code != http.StatusOK || res.TurnID != "t-1" || res.Answer != "yes" {
+		t.Errorf("GET turn = %d %+v", w.Code, res)
+	}
+	wantError(t, do(h, http.MethodGet, "/v1/sessions/s1/turns/t-2", ""), http.StatusNotFound, "not_found")
+	n := len(f.called())
+	wantError(t, do(h, http.MethodGet, "/v1/sessions/s1/turns/.hidden", ""), http.StatusBadRequest, "invalid_argument")
+	if len(f.called()) != n {
+		t.Error("Temporal called for a bad turn id")
+	}
+}
+
+func TestContinue(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		getErr     error
+		status     int
+		errCode    string
+	}{
+		{name: "resumed", body: `{"turnId":"t-1"}`, status: http.StatusOK},
+		{name: "no body", status: http.StatusOK},
+		{name: "nothing paused", getErr: temporal.NewNonRetryableApplicationError("no paused task", workflows.ErrTypeConflict, nil), status: http.StatusConflict, errCode: "conflict"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			f.UpdateWorkflowFn = func(_ context.Context, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+				if opts.WorkflowID != "session/default/s1" || opts.UpdateName != workflows.UpdateContinue ||
+					opts.WaitForStage != client.WorkflowUpdateStageCompleted {
+					t.Errorf("update options = %+v", opts)
+				}
+				return handle{err: tc.getErr}, nil
+			}
+			w := do(server(f), http.MethodPost, "/v1/sessions/s1/continue", tc.body)
+			if tc.errCode != "" {
+				b := wantError(t, w, tc.status, tc.errCode)
+				if !strings.Contains(b.Error.Message, "no paused task") {
+					t.Errorf("message %q", b.Error.Message)
+				}
+				return
+			}
+			if w.Code != tc.status || !strings.Contains(w.Body.String(), "resumed") {
+				t.Errorf("continue = %d %s", w.Code, w.Body)
+			}
+		})
+	}
+}
+
+func TestCreateSession(t *testing.T) {
+	type started struct {
+		opts client.StartWorkflowOptions
+		in   workflows.SessionInput
+	}
+	var got []started
+	var startErr error
+	f := newFake(t)
+	f.ExecuteWorkflowFn = func(_ context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
+		if workflow != workflows.SessionWorkflowName || len(args) != 1 {
+			t.Errorf("ExecuteWorkflow(%v, %v)", workflow, args)
+		}
+		got = append(got, started{opts, args[0].(workflows.SessionInput)})
+		return nil, startErr
+	}
+	h := server(f)
+
+	w := do(h, http.MethodPost, "/v1/sessions", `{"title":"Trip planning","config":{"topK":7,"windowStrategy":"sliding_window","systemPrompt":"Be brief."}}`, "X-Tenant-ID", "acme")
+	if w.Code != http.StatusCreated {
+		t.Fatalf("status = %d, want 201; body %s", w.Code, w.Body)
+	}
+	var resp struct {
+		SessionID string                  `json:"sessionId"`
+		Config    workflows.SessionConfig `json:"config"`
+	}
+	decode(t, w, &resp)
+	want := workflows.DefaultSessionConfig()
+	want.TopK, want.WindowStrategy, want.SystemPrompt = 7, "sliding_window", "Be brief."
+	if !regexp.MustCompile(`^s-[0-9a-f]{24}$`).MatchString(resp.SessionID) {
+		t.Errorf("generated session id %q", resp.SessionID)
+	}
+	if resp.Config != want {
+		t.Errorf("config = %+v, want the defaults merged with the request: %+v", resp.Config, want)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d starts, want 1", len(got))
+	}
+	s := got[0]
+	if s.opts.ID != "session/acme/"+resp.SessionID || s.opts.TaskQueue != workflows.TaskQueue {
+		t.Errorf("start options = %+v", s.opts)
+	}
+	if s.opts.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL {
+		t.Errorf("conflict policy = %v, want FAIL (creating twice is a conflict)", s.opts.WorkflowIDConflictPolicy)
+	}
+	if s.opts.Memo["title"] != "Trip planning" || !strings.Contains(s.opts.StaticSummary, "Trip planning") {
+		t.Errorf("memo %v, summary %q", s.opts.Memo, s.opts.StaticSummary)
+	}
+	if v, _ := s.opts.TypedSearchAttributes.GetKeyword(workflows.SAttrTenant); v != "acme" {
+		t.Errorf("CtxTenant = %q", v)
+	}
+	var cfg workflows.SessionConfig
+	if err := json.Unmarshal(s.in.Config, &cfg); err != nil || cfg != want {
+		t.Errorf("session input config = %s (%v), want %+v", s.in.Config, err, want)
+	}
+	if s.in.Tenant != "acme" || s.in.SessionID != resp.SessionID || s.in.Title != "Trip planning" || s.in.Limits != workflows.DefaultLimits() {
+		t.Errorf("session input = %+v", s.in)
+	}
+
+	// A chosen id; no body at all.
+	if w := do(h, http.MethodPost, "/v1/sessions", `{"sessionId":"mine"}`); w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `"sessionId":"mine"`) {
+		t.Errorf("chosen id: %d %s", w.Code, w.Body)
+	}
+	if got[1].opts.ID != "session/default/mine" {
+		t.Errorf("workflow id = %q", got[1].opts.ID)
+	}
+	if w := do(h, http.MethodPost, "/v1/sessions", ""); w.Code != http.StatusCreated {
+		t.Errorf("empty body: %d %s", w.Code, w.Body)
+	}
+
+	startErr = serviceerror.NewWorkflowExecutionAlreadyStarted("already started", "", "run-1")
+	wantError(t, do(h, http.MethodPost, "/v1/sessions", `{"sessionId":"mine"}`), http.StatusConflict, "conflict")
+
+	n := len(got)
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown config key", `{"config":{"temperature":1}}`, "temperature"},
+		{"config out of range", `{"config":{"topK":101}}`, "topK"},
+		{"config of the wrong type", `{"config":{"maxRounds":"ten"}}`, "maxRounds"},
+		{"config not an object", `{"config":[1]}`, "config"},
+		{"bad session id", `{"sessionId":"a/b"}`, "sessionId"},
+		{"title too long", `{"title":"` + strings.Repeat("t", 201) + `"}`, "title"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := wantError(t, do(h, http.MethodPost, "/v1/sessions", tc.body), http.StatusBadRequest, "invalid_argument")
+			if !strings.Contains(b.Error.Message, tc.want) {
+				t.Errorf("message %q does not mention %q", b.Error.Message, tc.want)
+			}
+		})
+	}
+	wantError(t, do(h, http.MethodPost, "/v1/sessions", `{}`, "X-Tenant-ID", "../x"), http.StatusBadRequest, "invalid_argument")
+	if len(got) != n {
+		t.Errorf("a bad request started %d sessions", len(got)-n)
+	}
+}
+
+func TestListSessions(t *testing.T) {
+	updated := time.Date(2025, 5, 6, 7, 8, 9, 0, time.UTC)
+	row := func(wid, status string, turns int64, title string) *workflowpb.WorkflowExecutionInfo {
+		return &workflowpb.WorkflowExecutionInfo{
+			Execution: &commonpb.WorkflowExecution{WorkflowId: wid, RunId: "r"},
+			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+				"CtxStatus":    encode(t, status).p,
+				"CtxTurns":     encode(t, turns).p,
+				"CtxUpdatedAt": encode(t, updated).p,
+				"CtxTenant":    encode(t, "acme").p,
+			}},
+			Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{"title": encode(t, title).p}},
+		}
+	}
+	var reqs []*workflowservice.ListWorkflowExecutionsRequest
+	f := newFake(t)
+	f.ListWorkflowFn = func(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+		reqs = append(reqs, req)
+		return &workflowservice.ListWorkflowExecutionsResponse{
+			Executions: []*workflowpb.WorkflowExecutionInfo{
+				row("session/acme/s1", workflows.StatusPaused, 12, "Trip"),
+				row("session/acme/s1", workflows.StatusIdle, 5, "Trip (older run)"),
+				row("not-a-session", workflows.StatusIdle, 1, "x"),
+				{Execution: &commonpb.WorkflowExecution{WorkflowId: "session/acme/bare"}},
+			},
+			NextPageToken: []byte("page-2"),
+		}, nil
+	}
+	h := server(f)
+	token := base64.RawURLEncoding.EncodeToString([]byte("page-1"))
+	w := do(h, http.MethodGet, "/v1/sessions?status=paused&limit=20&pageToken="+token, "", "X-Tenant-ID", "acme")
+	if w.Code != http.StatusOK {
+		t.Fatalf("status = %d; body %s", w.Code, w.Body)
+	}
+	if len(reqs) != 1 {
+		t.Fatalf("%d list calls", len(reqs))
+	}
+	wantQuery := "WorkflowType = 'SessionWorkflow' AND CtxTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew' AND CtxStatus = 'paused'"
+	if reqs[0].GetQuery() != wantQuery {
+		t.Errorf("query = %q, want %q", reqs[0].GetQuery(), wantQuery)
+	}
+	if reqs[0].GetPageSize() != 20 || string(reqs[0].GetNextPageToken()) != "page-1" {
+		t.Errorf("page size %d, token %q", reqs[0].GetPageSize(), reqs[0].GetNextPageToken())
+	}
+	var resp struct {
+		Sessions []struct {
+			SessionID string    `json:"sessionId"`
+			Title     string    `json:"title"`
+			Status    string    `json:"status"`
+			Turns     int64     `json:"turns"`
+			UpdatedAt time.Time `json:"updatedAt"`
+		} `json:"sessions"`
+		NextPageToken string `json:"nextPageToken"`
+	}
+	decode(t, w, &resp)
+	if len(resp.Sessions) != 2 {
+		t.Fatalf("sessions = %+v, want s1 (newest run only) and bare", resp.Sessions)
+	}
+	s := resp.Sessions[0]
+	if s.SessionID != "s1" || s.Title != "Trip" || s.Status != workflows.StatusPaused || s.Turns != 12 || !s.UpdatedAt.Equal(updated) {
+		t.Errorf("row = %+v", s)
+	}
+	if b := resp.Sessions[1]; b.SessionID != "bare" || b.Status != "" || b.Turns != 0 {
+		t.Errorf("row without attributes = %+v", b)
+	}
+	if tok, err := base64.RawURLEncoding.DecodeString(resp.NextPageToken); err != nil || string(tok) != "page-2" {
+		t.Errorf("nextPageToken = %q", resp.NextPageToken)
+	}
+
+	// Defaults: tenant "default", no status filter, 50 per page.
+	do(h, http.MethodGet, "/v1/sessions", "")
+	if q := reqs[1].GetQuery(); q != "WorkflowType = 'SessionWorkflow' AND CtxTenant = 'default' AND ExecutionStatus != 'ContinuedAsNew'" || reqs[1].GetPageSize() != 50 {
+		t.Errorf("default query %q, page size %d", q, reqs[1].GetPageSize())
+	}
+
+	for _, q := range []string{"status=deleted", "status=idle'%20OR%20'1'='1", "limit=0", "limit=1001", "limit=ten", "pageToken=%21%21"} {
+		t.Run(q, func(t *testing.T) {
+			wantError(t, do(h, http.MethodGet, "/v1/sessions?"+q, ""), http.StatusBadRequest, "invalid_argument")
+		})
+	}
+	wantError(t, do(h, http.MethodGet, "/v1/sessions", "", "X-Tenant-ID", "x' OR '1'='1"), http.StatusBadRequest, "invalid_argument")
+	if len(reqs) != 2 {
+		t.Errorf("bad list requests reached Temporal: %d calls", len(reqs))
+	}
+
+	f.ListWorkflowFn = func(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+		return nil, serviceerror.NewUnavailable("visibility down")
+	}
+	wantError(t, do(h, http.MethodGet, "/v1/sessions", ""), http.StatusServiceUnavailable, "unavailable")
+}

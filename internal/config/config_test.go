@@ -1,0 +1,322 @@
+package config
+
+import (
+	"context"
+	"go/ast"
+	goparser "go/parser"
+	"go/token"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// env is a fake environment for load.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(env(nil))
+	if err != nil {
+		t.Fatalf("load with an empty environment: %v", err)
+	}
+	want := Config{
+		TemporalAddress:   "127.0.0.1:7233",
+		TemporalNamespace: "default",
+		HTTPAddr:          ":8080",
+		UIPort:            8233,
+		TemporalPort:      7233,
+		DataDir:           "./data",
+		MaxBodyBytes:      1 << 20,
+		ShutdownTimeout:   15 * time.Second,
+		TurnWaitTimeout:   5 * time.Minute,
+		OllamaHost:        "http://127.0.0.1:11434",
+		Tokenizer:         "cl100k_base",
+		TranscriptSync:    true,
+		Session:           workflows.DefaultSessionConfig(),
+		Limits:            workflows.DefaultLimits(),
+		LogLevel:          slog.LevelInfo,
+		LogFormat:         "text",
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+	// The documented seed defaults (DESIGN.md §8), not just "whatever the
+	// workflows package says".
+	if c.Session.LLMModel != "qwen2.5:0.5b" || c.Session.EmbeddingModel != "bge-m3:latest" ||
+		c.Session.MaxTokens != 4000 || c.Session.SummaryThreshold != 3000 {
+		t.Errorf("session defaults = %+v", c.Session)
+	}
+	if c.Limits.LLMTimeout != 60*time.Second || c.Limits.LLMMaxTokens != 2000 {
+		t.Errorf("limit defaults = %+v", c.Limits)
+	}
+
+	// Set but empty or blank is the same as unset.
+	blank := map[string]string{}
+	for _, v := range Vars {
+		if !strings.Contains(v.Name, ",") {
+			blank[v.Name] = " "
+		}
+	}
+	if c2, err := load(env(blank)); err != nil || !reflect.DeepEqual(c2, want) {
+		t.Errorf("blank variables: err %v, config %+v", err, c2)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		check       func(c Config) bool
+	}{
+		{"TEMPORAL_ADDRESS", "temporal:7233", func(c Config) bool { return c.TemporalAddress == "temporal:7233" }},
+		{"TEMPORAL_NAMESPACE", "prod", func(c Config) bool { return c.TemporalNamespace == "prod" }},
+		{"CTXFLOW_HTTP_ADDR", "127.0.0.1:9000", func(c Config) bool { return c.HTTPAddr == "127.0.0.1:9000" }},
+		{"CTXFLOW_UI_PORT", "0", func(c Config) bool { return c.UIPort == 0 }},
+		{"CTXFLOW_TEMPORAL_PORT", " 17233 ", func(c Config) bool { return c.TemporalPort == 17233 }},
+		{"CTXFLOW_DATA_DIR", "/var/lib/ctxflow", func(c Config) bool { return c.DataDir == "/var/lib/ctxflow" }},
+		{"CTXFLOW_MAX_BODY_BYTES", "2048", func(c Config) bool { return c.MaxBodyBytes == 2048 }},
+		{"CTXFLOW_SHUTDOWN_TIMEOUT", "2m30s", func(c Config) bool { return c.ShutdownTimeout == 150*time.Second }},
+		{"CTXFLOW_TURN_WAIT_TIMEOUT", "45s", func(c Config) bool { return c.TurnWaitTimeout == 45*time.Second }},
+		{"OLLAMA_HOST", "http://gpu:11434", func(c Config) bool { return c.OllamaHost == "http://gpu:11434" }},
+		{"CTXFLOW_TOKENIZER", "o200k_base", func(c Config) bool { return c.Tokenizer == "o200k_base" }},
+		{"CTXFLOW_TRANSCRIPT_FSYNC", "false", func(c Config) bool { return !c.TranscriptSync }},
+		{"CTXFLOW_TRANSCRIPT_FSYNC", "0", func(c Config) bool { return !c.TranscriptSync }},
+		{"CTXFLOW_LLM_MODEL", "llama3.2:1b", func(c Config) bool { return c.Session.LLMModel == "llama3.2:1b" }},
+		{"CTXFLOW_EMBEDDING_MODEL", "nomic-embed-text", func(c Config) bool { return c.Session.EmbeddingModel == "nomic-embed-text" }},
+		{"CONTEXT_MAX_TOKENS", "3000", func(c Config) bool { return c.Session.MaxTokens == 3000 }},
+		{"SUMMARY_TRIGGER_THRESHOLD", "1500", func(c Config) bool { return c.Session.SummaryThreshold == 1500 }},
+		{"LLM_TIMEOUT", "90s", func(c Config) bool { return c.Limits.LLMTimeout == 90*time.Second }},
+		{"LLM_MAX_TOKENS", "512", func(c Config) bool { return c.Limits.LLMMaxTokens == 512 }},
+		{"CTXFLOW_CONTINUE_AS_NEW_TURNS", "7", func(c Config) bool { return c.Limits.ContinueAsNewEvery == 7 }},
+		{"CTXFLOW_SESSION_IDLE_TTL", "1h", func(c Config) bool { return c.Limits.IdleTTL == time.Hour }},
+		{"CTXFLOW_RECENT_TURNS", "8", func(c Config) bool { return c.Limits.RecentTurns == 8 }},
+		{"CTXFLOW_LOG_LEVEL", "debug", func(c Config) bool { return c.LogLevel == slog.LevelDebug }},
+		{"CTXFLOW_LOG_LEVEL", "WARN", func(c Config) bool { return c.LogLevel == slog.LevelWarn }},
+		{"CTXFLOW_LOG_FORMAT", "json", func(c Config) bool { return c.LogFormat == "json" }},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			c, err := load(env(map[string]string{tc.name: tc.value}))
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			if !tc.check(c) {
+				t.Errorf("%s=%q not applied: %+v", tc.name, tc.value, c)
+			}
+			// Nothing else changed.
+			def, _ := load(env(nil))
+			changed := 0
+			rc, rd := reflect.ValueOf(c), reflect.ValueOf(def)
+			for i := range rc.NumField() {
+				if !reflect.DeepEqual(rc.Field(i).Interface(), rd.Field(i).Interface()) {
+					changed++
+				}
+			}
+			if changed != 1 {
+				t.Errorf("%s changed %d fields of Config, want 1", tc.name, changed)
+			}
+		})
+	}
+}
+
+func TestErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+	}{
+		{"CTXFLOW_UI_PORT", "eighty"},
+		{"CTXFLOW_UI_PORT", "70000"},
+		{"CTXFLOW_TEMPORAL_PORT", "-1"},
+		{"CTXFLOW_MAX_BODY_BYTES", "1MiB"},
+		{"CTXFLOW_MAX_BODY_BYTES", "100"},
+		{"CONTEXT_MAX_TOKENS", "4k"},
+		{"LLM_MAX_TOKENS", "1.5"},
+		{"CTXFLOW_RECENT_TURNS", "many"},
+		{"CTXFLOW_SHUTDOWN_TIMEOUT", "15"},
+		{"CTXFLOW_SHUTDOWN_TIMEOUT", "-1s"},
+		{"CTXFLOW_TURN_WAIT_TIMEOUT", "soon"},
+		{"CTXFLOW_TURN_WAIT_TIMEOUT", "0s"},
+		{"LLM_TIMEOUT", "60"},
+		{"CTXFLOW_SESSION_IDLE_TTL", "1 day"},
+		{"CTXFLOW_TRANSCRIPT_FSYNC", "yes"},
+		{"CTXFLOW_LOG_LEVEL", "verbose"},
+		{"CTXFLOW_LOG_FORMAT", "xml"},
+		{"CTXFLOW_TOKENIZER", "p50k_base"},
+		// Out of the ranges of workflows.SessionConfig and Limits.
+		{"CTXFLOW_LLM_MODEL", "two words"},
+		{"CTXFLOW_EMBEDDING_MODEL", strings.Repeat("m", 201)},
+		{"CONTEXT_MAX_TOKENS", "10"},
+		{"CONTEXT_MAX_TOKENS", "2000000"},
+		{"SUMMARY_TRIGGER_THRESHOLD", "50"},
+		{"LLM_TIMEOUT", "500ms"},
+		{"LLM_MAX_TOKENS", "0"},
+		{"CTXFLOW_CONTINUE_AS_NEW_TURNS", "0"},
+		{"CTXFLOW_CONTINUE_AS_NEW_TURNS", "10001"},
+		{"CTXFLOW_SESSION_IDLE_TTL", "10ms"},
+		{"CTXFLOW_RECENT_TURNS", "1001"},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			_, err := load(env(map[string]string{tc.name: tc.value}))
+			if err == nil {
+				t.Fatalf("%s=%q accepted", tc.name, tc.value)
+			}
+			if !strings.Contains(err.Error(), tc.name) {
+				t.Errorf("error %q does not name %s", err, tc.name)
+			}
+		})
+	}
+}
+
+func TestEveryErrorIsReported(t *testing.T) {
+	_, err := load(env(map[string]string{
+		"CTXFLOW_UI_PORT":    "x",
+		"LLM_TIMEOUT":        "x",
+		"CONTEXT_MAX_TOKENS": "1",
+		"CTXFLOW_LOG_FORMAT": "x",
+	}))
+	if err == nil {
+		t.Fatal("load accepted four bad variables")
+	}
+	for _, name := range []string{"CTXFLOW_UI_PORT", "LLM_TIMEOUT", "CONTEXT_MAX_TOKENS", "CTXFLOW_LOG_FORMAT"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q does not name %s", err, name)
+		}
+	}
+}
+
+// readNames returns the environment variables config.go reads: string
+// literals passed to the parser's methods or to an environment lookup.
+func readNames(t *testing.T) []string {
+	t.Helper()
+	f, err := goparser.ParseFile(token.NewFileSet(), "config.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := map[string]bool{"str": true, "int": true, "dur": true, "bool": true, "raw": true, "lookup": true, "Getenv": true, "LookupEnv": true}
+	var names []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		var fn string
+		switch f := call.Fun.(type) {
+		case *ast.SelectorExpr:
+			fn = f.Sel.Name
+		case *ast.Ident:
+			fn = f.Name
+		}
+		lit, ok := call.Args[0].(*ast.BasicLit)
+		if !readers[fn] || !ok || lit.Kind != token.STRING {
+			return true
+		}
+		name, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		return true
+	})
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+func TestVarsListsEveryVariableRead(t *testing.T) {
+	read := readNames(t)
+	if len(read) < 20 {
+		t.Fatalf("found only %d variables read in config.go: %v (is the scan broken?)", len(read), read)
+	}
+	documented := map[string]bool{}
+	for _, v := range Vars {
+		if documented[v.Name] {
+			t.Errorf("Vars lists %s twice", v.Name)
+		}
+		documented[v.Name] = true
+		if v.Default == "" || v.Meaning == "" {
+			t.Errorf("Vars entry %s has no default or meaning", v.Name)
+		}
+	}
+	for _, name := range read {
+		if !documented[name] {
+			t.Errorf("config.go reads %s but Vars does not list it", name)
+		}
+	}
+	for _, v := range Vars {
+		if strings.Contains(v.Name, ",") { // the SDK's own variables, documentation only
+			for _, part := range strings.Split(v.Name, ",") {
+				if !strings.HasPrefix(strings.TrimSpace(part), "TEMPORAL_") {
+					t.Errorf("combined Vars entry %q holds %q", v.Name, part)
+				}
+			}
+			continue
+		}
+		if !slices.Contains(read, v.Name) {
+			t.Errorf("Vars lists %s but config.go does not read it", v.Name)
+		}
+	}
+}
+
+// TestVarsDefaultsAreTheDefaults sets each variable to the default Vars
+// documents: the configuration must not change.
+func TestVarsDefaultsAreTheDefaults(t *testing.T) {
+	def, err := load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range Vars {
+		if strings.Contains(v.Name, ",") {
+			continue
+		}
+		c, err := load(env(map[string]string{v.Name: v.Default}))
+		if err != nil {
+			t.Errorf("%s=%q (its documented default): %v", v.Name, v.Default, err)
+			continue
+		}
+		if !reflect.DeepEqual(c, def) {
+			t.Errorf("%s=%q (its documented default) changes the configuration:\n got %+v\nwant %+v", v.Name, v.Default, c, def)
+		}
+	}
+}
+
+func TestLogger(t *testing.T) {
+	ctx := context.Background()
+	c, err := load(env(map[string]string{"CTXFLOW_LOG_FORMAT": "json", "CTXFLOW_LOG_LEVEL": "warn"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Logger()
+	if _, ok := l.Handler().(*slog.JSONHandler); !ok {
+		t.Errorf("json format gave a %T", l.Handler())
+	}
+	if l.Enabled(ctx, slog.LevelInfo) || !l.Enabled(ctx, slog.LevelWarn) {
+		t.Error("warn level not applied")
+	}
+	c, _ = load(env(map[string]string{"CTXFLOW_LOG_LEVEL": "debug"}))
+	if _, ok := c.Logger().Handler().(*slog.TextHandler); !ok || !c.Logger().Enabled(ctx, slog.LevelDebug) {
+		t.Errorf("text debug logger: %T, debug enabled %v", c.Logger().Handler(), c.Logger().Enabled(ctx, slog.LevelDebug))
+	}
+}
+
+func TestLoadReadsTheProcessEnvironment(t *testing.T) {
+	for _, v := range Vars {
+		if !strings.Contains(v.Name, ",") {
+			t.Setenv(v.Name, "") // blank is unset
+		}
+	}
+	t.Setenv("CTXFLOW_HTTP_ADDR", ":9999")
+	t.Setenv("CTXFLOW_RECENT_TURNS", "5")
+	c, err := Load()
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.HTTPAddr != ":9999" || c.Limits.RecentTurns != 5 {
+		t.Errorf("Load ignored the environment: %q, %d", c.HTTPAddr, c.Limits.RecentTurns)
+	}
+}
