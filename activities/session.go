@@ -48,8 +48,8 @@ type LoadContextInput struct {
 	Window       convo.WindowConfig `json:"window"`
 	SystemPrompt string             `json:"systemPrompt,omitempty"`
 	ReceivedAt   time.Time          `json:"receivedAt"`
-	// Summary is the session's running summary (zero for none).
-	Summary convo.SummaryState `json:"summary"`
+	// SummaryID names the running summary's record ("" for none).
+	SummaryID string `json:"summaryId,omitempty"`
 	// Fallback > 0 means the summariser failed: keep only the last
 	// Fallback messages (degraded) instead of summary + window.
 	Fallback int `json:"fallback,omitempty"`
@@ -102,7 +102,11 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 		sys = convo.MessageTokens(a.Tokenizer, convo.Message{Role: convo.RoleSystem, Content: in.SystemPrompt})
 		window.MaxTokens = max(window.MaxTokens-sys, 1)
 	}
-	view, err := a.Transcript.Assemble(ctx, in.Session, stored.ID, window, in.Summary, in.Fallback)
+	sum, err := a.summary(ctx, in.Session, in.SummaryID)
+	if err != nil {
+		return res, err
+	}
+	view, err := a.Transcript.Assemble(ctx, in.Session, stored.ID, window, sum, in.Fallback)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("trim context of %s turn %s", in.Session, in.TurnID), ErrTypeBadInput, err)
@@ -125,10 +129,10 @@ type GenerateInput struct {
 	TurnID       string     `json:"turnId"`
 	WindowIDs    []string   `json:"windowIds"`
 	SystemPrompt string     `json:"systemPrompt,omitempty"`
-	// Summary is the running summary's text when the view uses it.
-	Summary string       `json:"summary,omitempty"`
-	Model   string       `json:"model"`
-	Options ModelOptions `json:"options"`
+	// SummaryID names the running summary's record when the view uses it.
+	SummaryID string       `json:"summaryId,omitempty"`
+	Model     string       `json:"model"`
+	Options   ModelOptions `json:"options"`
 }
 
 // GenerateResult is the model's answer. It is the one body that must enter
@@ -158,9 +162,12 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	if in.SystemPrompt != "" {
 		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: in.SystemPrompt})
 	}
-	if in.Summary != "" {
-		sm := convo.SummaryMessage(in.Summary)
-		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: sm.Content})
+	if in.SummaryID != "" {
+		sum, err := a.summary(ctx, in.Session, in.SummaryID)
+		if err != nil {
+			return GenerateResult{}, err
+		}
+		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: convo.SummaryMessage(sum.Text).Content})
 	}
 	view = append(head, view...)
 	defer keepAlive(ctx)()
@@ -195,12 +202,12 @@ type SaveAnswerInput struct {
 	Model     string     `json:"model,omitempty"`
 	Engine    string     `json:"engine,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
-	// Window, SummaryConfig and Summary let SaveAnswer tell whether the
+	// Window, SummaryConfig and SummaryID let SaveAnswer tell whether the
 	// running summary should fold more history now; a zero SummaryConfig
 	// (summarisation off) never asks.
 	Window        convo.WindowConfig  `json:"window"`
 	SummaryConfig convo.SummaryConfig `json:"summaryConfig"`
-	Summary       convo.SummaryState  `json:"summary"`
+	SummaryID     string              `json:"summaryId,omitempty"`
 }
 
 // SaveAnswerResult names the stored answer.
@@ -233,7 +240,11 @@ func (a *Session) SaveAnswer(ctx context.Context, in SaveAnswerInput) (SaveAnswe
 	}
 	res := SaveAnswerResult{MessageID: stored.ID, Tokens: stored.Tokens, Messages: n}
 	if in.SummaryConfig != (convo.SummaryConfig{}) {
-		plan, err := a.Transcript.PlanSummary(ctx, in.Session, stored.ID, in.Window, in.SummaryConfig, in.Summary)
+		sum, err := a.summary(ctx, in.Session, in.SummaryID)
+		if err != nil {
+			return res, err
+		}
+		plan, err := a.Transcript.PlanSummary(ctx, in.Session, stored.ID, in.Window, in.SummaryConfig, sum)
 		if err != nil {
 			return res, fmt.Errorf("plan summary of %s: %w", in.Session, err)
 		}
@@ -248,15 +259,25 @@ type SummarizeInput struct {
 	LeafID  string              `json:"leafId"`
 	Window  convo.WindowConfig  `json:"window"`
 	Config  convo.SummaryConfig `json:"config"`
-	Prev    convo.SummaryState  `json:"prev"`
+	// PrevID names the current summary's record ("" for none).
+	PrevID string `json:"prevId,omitempty"`
 	// Force folds everything but the newest round, even under the
 	// threshold (the compress signal).
 	Force bool `json:"force,omitempty"`
 }
 
+// SummaryRef names a running summary stored in the transcript as a
+// "summary" record: workflow history carries this, never the text.
+type SummaryRef struct {
+	ID     string `json:"id"`
+	Folded int    `json:"folded"`
+	Tokens int    `json:"tokens"`
+}
+
 // SummarizeResult is the new running summary.
 type SummarizeResult struct {
-	State convo.SummaryState `json:"state"`
+	// Ref is the new summary (the previous one when nothing was folded).
+	Ref *SummaryRef `json:"ref,omitempty"`
 	// Folded is how many messages this call folded (0: nothing to do).
 	Folded int `json:"folded"`
 	// CacheHit reports a summary reused without a model call.
@@ -273,14 +294,26 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 	if in.Force { // fold everything but the newest round
 		cfg.ThresholdMessages, cfg.ThresholdTokens = 1, 0
 		window.MaxRounds = 1
+	} else {
+		// Fold down to half the window: the view then grows back for a few
+		// rounds before the next fold, instead of a summary call per turn.
+		window.MaxRounds = max(1, window.MaxRounds/2)
+		window.MaxTokens = max(convo.MinMaxTokens, window.MaxTokens/2)
 	}
-	plan, err := a.Transcript.PlanSummary(ctx, in.Session, in.LeafID, window, cfg, in.Prev)
+	prev, err := a.summary(ctx, in.Session, in.PrevID)
+	if err != nil {
+		return SummarizeResult{}, err
+	}
+	plan, err := a.Transcript.PlanSummary(ctx, in.Session, in.LeafID, window, cfg, prev)
 	if err != nil {
 		return SummarizeResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("plan summary of %s", in.Session), ErrTypeBadInput, err)
 	}
 	if !plan.Triggered || len(plan.Fold) == 0 {
-		return SummarizeResult{State: in.Prev}, nil
+		if in.PrevID == "" {
+			return SummarizeResult{}, nil
+		}
+		return SummarizeResult{Ref: &SummaryRef{ID: in.PrevID, Folded: prev.Folded, Tokens: prev.Tokens}}, nil
 	}
 	defer keepAlive(ctx)()
 	st, hit, err := convo.Summarize(ctx, a.Tokenizer, plan, cfg, a.SummaryCache, func(ctx context.Context, prompt []convo.ModelMessage) (string, error) {
@@ -294,7 +327,36 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 		}
 		return SummarizeResult{}, err
 	}
-	return SummarizeResult{State: st, Folded: len(plan.Fold), CacheHit: hit, More: plan.More}, nil
+	// The record goes on the branch, below the leaf: the next message hangs
+	// under it, and its id is derived from the leaf so a retry finds it.
+	rec := convo.SummaryRecord(in.LeafID+".s", in.LeafID, time.Now().UTC(), st)
+	stored, _, err := a.Transcript.Append(ctx, in.Session, rec)
+	if err != nil {
+		return SummarizeResult{}, fmt.Errorf("store summary of %s: %w", in.Session, err)
+	}
+	ref := &SummaryRef{ID: stored.ID, Folded: st.Folded, Tokens: st.Tokens}
+	return SummarizeResult{Ref: ref, Folded: len(plan.Fold), CacheHit: hit, More: plan.More}, nil
+}
+
+// summary reads the running summary from its record ("" → none).
+func (a *Session) summary(ctx context.Context, s SessionKey, id string) (convo.SummaryState, error) {
+	if id == "" {
+		return convo.SummaryState{}, nil
+	}
+	m, ok, err := a.Transcript.Get(ctx, s, id)
+	if err != nil {
+		return convo.SummaryState{}, fmt.Errorf("summary %s of %s: %w", id, s, err)
+	}
+	if !ok {
+		return convo.SummaryState{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("summary %s of %s", id, s), ErrTypeBadInput, ErrNotFound)
+	}
+	st, err := convo.SummaryFromRecord(m)
+	if err != nil {
+		return convo.SummaryState{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("summary %s of %s", id, s), ErrTypeBadInput, err)
+	}
+	return st, nil
 }
 
 // SaveSnapshot stores a session's working state so that a session that

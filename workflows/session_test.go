@@ -394,7 +394,7 @@ func TestHistoryBeyondWindowIsFoldedIntoSummary(t *testing.T) {
 		t.Errorf("turn 4 window users = %s, want q2,q3", got)
 	}
 	st := h.state(t)
-	if st.Summary.Text == "" || st.Summary.Folded == 0 || st.SummaryDegraded != "" {
+	if st.Summary == nil || st.Summary.Folded == 0 || st.SummaryDegraded != "" {
 		t.Errorf("state summary = %+v degraded=%q", st.Summary, st.SummaryDegraded)
 	}
 	// The trace of turn 3 shows the summarize step.
@@ -445,7 +445,7 @@ func TestCompressSignalFoldsAllButNewestRound(t *testing.T) {
 	if !strings.Contains(prompt, "[user] q1") || strings.Contains(prompt, "[user] q2") {
 		t.Errorf("compress folded the wrong messages:\n%s", prompt)
 	}
-	if st := h.state(t); st.Summary.Folded != 4 {
-		t.Errorf("summary folds %d positions, want 4", st.Summary.Folded)
+	if st := h.state(t); st.Summary == nil || st.Summary.Folded != 4 || st.ActiveLeaf != st.Summary.ID {
+		t.Errorf("summary = %+v, active leaf %s", st.Summary, st.ActiveLeaf)
 	}
 }

@@ -29,7 +29,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 			sa.LoadContext, activities.LoadContextInput{
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
 				Window: cfg.Window(), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
-				Summary: s.st.Summary, Fallback: s.fallback(cfg),
+				SummaryID: s.summaryID(), Fallback: s.fallback(cfg),
 			}).Get(ctx, &lc)
 		return map[string]any{
 			"windowMessages": len(lc.WindowIDs), "tokensBefore": lc.TokensBefore,
@@ -56,16 +56,16 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		return
 	}
 
-	summary := ""
+	summaryID := ""
 	if lc.SummaryUsed {
-		summary = s.st.Summary.Text
+		summaryID = s.summaryID()
 	}
 	var gen activities.GenerateResult
 	err = s.step(ctx, res, "generate", func() (map[string]any, error) {
 		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1),
 			sa.Generate, activities.GenerateInput{
 				Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
-				Summary: summary, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
+				SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
 			}).Get(ctx, &gen)
 		return map[string]any{
 			"model": cfg.LLMModel, "engine": gen.Engine,
@@ -83,7 +83,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, "save answer"), sa.SaveAnswer, activities.SaveAnswerInput{
 			Session: s.key, TurnID: req.TurnID, ParentID: lc.UserMessageID, Answer: gen.Answer,
 			Model: gen.Model, Engine: gen.Engine, CreatedAt: workflow.Now(ctx),
-			Window: cfg.Window(), SummaryConfig: cfg.Summary(), Summary: s.st.Summary,
+			Window: cfg.Window(), SummaryConfig: cfg.Summary(), SummaryID: s.summaryID(),
 		}).Get(ctx, &saved)
 		return map[string]any{"messageId": saved.MessageID, "tokens": saved.Tokens, "summaryDue": saved.SummaryDue}, err
 	})
@@ -94,6 +94,14 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	s.st.Messages = saved.Messages
 	s.summaryDue = saved.SummaryDue
 	s.complete(res, saved.MessageID, gen.Answer)
+}
+
+// summaryID names the running summary's record, "" for none.
+func (s *session) summaryID() string {
+	if s.st.Summary == nil {
+		return ""
+	}
+	return s.st.Summary.ID
 }
 
 // fallback is the fallback-truncation size while the summary is degraded.
@@ -119,9 +127,13 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 			err := workflow.ExecuteActivity(s.activityCtx(ctx, "summarize older history", s.limits.LLMTimeout, cfg.MaxRetries+1),
 				sa.Summarize, activities.SummarizeInput{
 					Session: s.key, LeafID: s.st.ActiveLeaf, Window: cfg.Window(), Config: cfg.Summary(),
-					Prev: s.st.Summary, Force: force,
+					PrevID: s.summaryID(), Force: force,
 				}).Get(ctx, &out)
-			return map[string]any{"folded": out.Folded, "cacheHit": out.CacheHit, "summaryTokens": out.State.Tokens, "forced": force}, err
+			details := map[string]any{"folded": out.Folded, "cacheHit": out.CacheHit, "forced": force}
+			if out.Ref != nil {
+				details["summaryTokens"] = out.Ref.Tokens
+			}
+			return details, err
 		})
 		if err != nil {
 			s.st.SummaryDegraded = fmt.Sprintf("summary unavailable (%s); model view truncated to the last %d messages",
@@ -129,7 +141,10 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 			s.st.Health, s.st.DegradedReason = HealthDegraded, s.st.SummaryDegraded
 			return
 		}
-		s.st.Summary = out.State
+		if out.Ref != nil && (s.st.Summary == nil || out.Ref.ID != s.st.Summary.ID) {
+			s.st.Summary = out.Ref
+			s.st.ActiveLeaf = out.Ref.ID // the record hangs below the leaf
+		}
 		if was := s.st.SummaryDegraded; was != "" {
 			s.st.SummaryDegraded = ""
 			if s.st.DegradedReason == was {

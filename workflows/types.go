@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/activities"
 )
 
 // MaxQuestionBytes is the largest question a turn may carry.
@@ -156,8 +156,9 @@ type SessionState struct {
 	ActiveLeaf     string        `json:"activeLeaf,omitempty"`
 	TokensBefore   int           `json:"tokensBefore"`
 	TokensAfter    int           `json:"tokensAfter"`
-	// Summary is the running summary of the active branch's older part.
-	Summary convo.SummaryState `json:"summary"`
+	// Summary names the running summary of the active branch's older part
+	// (its text is in the transcript, as a summary record).
+	Summary *activities.SummaryRef `json:"summary,omitempty"`
 	// SummaryDegraded says why the summary could not be updated; while set,
 	// the model view is a fallback truncation.
 	SummaryDegraded string        `json:"summaryDegraded,omitempty"`
