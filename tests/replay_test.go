@@ -52,8 +52,8 @@ func TestRecordHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	// Run 1: three update turns, one repeated id, a signal turn, a turn the
-	// model refuses (permanent error), compress; then continue-as-new.
+	// Run 1: three update turns, a repeated id, a turn the model refuses
+	// (permanent error), compress; then continue-as-new.
 	for i := range 3 {
 		if _, _, err := s.turn(ctx, "rec", fmt.Sprintf("t%d", i), fmt.Sprintf("question %d", i)); err != nil {
 			t.Fatal(err)
@@ -62,12 +62,12 @@ func TestRecordHistory(t *testing.T) {
 	if _, _, err := s.turn(ctx, "rec", "t1", "question 1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/compress", nil, nil); err != nil {
-		t.Fatal(err)
-	}
 	s.model.FailNext(1, http.StatusNotFound)
 	if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/turns?wait=true", map[string]string{"turnId": "t3", "question": "fails"}, nil); code != http.StatusServiceUnavailable {
 		t.Fatalf("failing turn: %d %v", code, err)
+	}
+	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/compress", nil, nil); err != nil {
+		t.Fatal(err)
 	}
 	// Run 2: a signal turn and an update turn, then the idle TTL ends it.
 	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/turns", map[string]string{"turnId": "t4", "question": "signalled"}, nil); err != nil {
