@@ -3,8 +3,9 @@
 GO          ?= go
 BIN         ?= bin/ctxflow
 RAPID_CHECKS ?= 200
-FUZZ_TIME   ?= 15s
-# Packages that run with the race detector (fast, no embedded server).
+FUZZ_TIME   ?= 10s
+# Packages that run with the race detector (fast, no embedded server); convo
+# runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /convo)
 
 .PHONY: all build run test unit convo-test fuzz e2e lint depcheck bench clean
@@ -28,8 +29,10 @@ unit:
 convo-test:
 	$(GO) test -race -count=1 ./convo/... -args -rapid.checks=$(RAPID_CHECKS)
 
+# A short bounded fuzz run in CI; the seed corpora live in testdata/fuzz.
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeJSONL -fuzztime=$(FUZZ_TIME) ./convo/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJSONL$$' -fuzztime=$(FUZZ_TIME) ./convo/
+	$(GO) test -run='^$$' -fuzz='^FuzzCountMatchesReference$$' -fuzztime=$(FUZZ_TIME) ./activities/tiktoken/
 
 # The embedded Temporal server is too slow under -race for the time budget.
 e2e:

@@ -64,7 +64,7 @@ func quietLogger() *slog.Logger {
 // stack is an embedded Temporal server, a fake Ollama, the API in process
 // and a `ctxflow worker` child process.
 type stack struct {
-	t       *testing.T
+	t       testing.TB
 	dataDir string
 	server  *devserver.Server
 	client  client.Client
@@ -87,7 +87,7 @@ type stackOptions struct {
 	extraEnv   []string
 }
 
-func startStack(t *testing.T, o stackOptions) *stack {
+func startStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

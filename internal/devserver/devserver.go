@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,12 +106,6 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 
-	p, err := pickPorts(opts)
-	if err != nil {
-		return nil, err
-	}
-	s.frontendAddr = p.frontendAddr()
-
 	if opts.UIPort != 0 {
 		// Claim the UI port before starting anything slow.
 		if s.ui, err = listenUI(opts.FrontendIP, opts.UIPort); err != nil {
@@ -118,13 +113,28 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 	}
 
-	serverOpts, err := buildServerOptions(opts, p, db, logger)
-	if err != nil {
-		return nil, err
-	}
-	srv, err := temporal.NewServer(serverOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("create temporal server: %w", err)
+	// Free ports are found by listening and closing; another process may
+	// take one before the server binds it. Such a race is retried with
+	// fresh ports (a fixed FrontendPort that is taken fails every time).
+	var srv temporal.Server
+	for attempt := 1; ; attempt++ {
+		p, err := pickPorts(opts)
+		if err != nil {
+			return nil, err
+		}
+		s.frontendAddr = p.frontendAddr()
+		serverOpts, err := buildServerOptions(opts, p, db, logger)
+		if err != nil {
+			return nil, err
+		}
+		srv, err = temporal.NewServer(serverOpts...)
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("create temporal server: %w", err)
+		}
+		opts.Logger.Debug("temporal dev server: port taken, retrying with new ports", "attempt", attempt, "error", err)
 	}
 	s.temporal = srv // so that a failed start is cleaned up by Stop
 	if err := srv.Start(); err != nil {
