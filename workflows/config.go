@@ -111,13 +111,8 @@ func validModelName(s string) bool {
 // [SessionConfig] fields) applied. Unknown keys, wrong types and
 // out-of-range values are errors.
 func (c SessionConfig) Merge(raw json.RawMessage) (SessionConfig, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return c, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("config: %w", err)
+	if set, err := decodeStrict(raw, &c); err != nil || !set {
+		return c, err
 	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("config: %w", err)
@@ -143,15 +138,23 @@ type TurnOptions struct {
 // and wrong types are errors.
 func ParseTurnOptions(raw json.RawMessage) (TurnOptions, error) {
 	var o TurnOptions
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return o, nil
+	_, err := decodeStrict(raw, &o)
+	return o, err
+}
+
+// decodeStrict decodes a JSON object of options into v: unknown keys and
+// wrong types are errors. Empty or null raw leaves v alone (set = false).
+func decodeStrict(raw json.RawMessage, v any) (set bool, err error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		return o, fmt.Errorf("config: %w", err)
+	if err := dec.Decode(v); err != nil {
+		return false, fmt.Errorf("config: %w", err)
 	}
-	return o, nil
+	return true, nil
 }
 
 // Apply returns c with the turn's overrides, validated.
