@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -25,7 +24,6 @@ type Session struct {
 	SummaryCache convo.SummaryCache
 	// Engine names the model provider in turn results ("ollama", "offline").
 	Engine string
-	Log    *slog.Logger
 }
 
 // Error types of non-retryable activity failures.

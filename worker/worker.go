@@ -62,7 +62,7 @@ func BuildPorts(cfg config.Config, log *slog.Logger) (*Ports, error) {
 	}
 	return &Ports{
 		Session: &activities.Session{
-			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: "ollama", Log: log,
+			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: "ollama",
 		},
 		close: []func() error{store.Close},
 	}, nil

@@ -322,15 +322,6 @@ func (s *FileStore) PlanSummary(ctx context.Context, k activities.SessionKey, le
 	return p, err
 }
 
-// Window trims the branch ending at leafID without a summary.
-func (s *FileStore) Window(ctx context.Context, k activities.SessionKey, leafID string, cfg convo.WindowConfig) (tr convo.Trimmed, err error) {
-	err = s.read(ctx, k, func(t *convo.Tree) error {
-		tr, err = t.Window(leafID, cfg)
-		return err
-	})
-	return tr, err
-}
-
 // Branch implements [activities.TranscriptStore].
 func (s *FileStore) Branch(ctx context.Context, k activities.SessionKey, leafID string) (b []convo.Message, err error) {
 	err = s.read(ctx, k, func(t *convo.Tree) error {

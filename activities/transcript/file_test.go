@@ -174,10 +174,11 @@ func TestAppendAndRead(t *testing.T) {
 	cfg := convo.DefaultWindowConfig()
 	cfg.Strategy = convo.StrategySlidingWindow
 	cfg.MaxRounds = 1
-	w, err := s.Window(ctx, key, "a2", cfg)
+	view, err := s.Assemble(ctx, key, "a2", cfg, convo.SummaryState{}, 0)
 	if err != nil {
-		t.Fatalf("Window: %v", err)
+		t.Fatalf("Assemble: %v", err)
 	}
+	w := view.Trimmed
 	if want := []string{"sys", "u2", "c1", "r1", "a2"}; !reflect.DeepEqual(ids(w.Messages), want) {
 		t.Errorf("Window(a2, 1 round) = %v, want %v", ids(w.Messages), want)
 	}
@@ -192,12 +193,12 @@ func TestAppendAndRead(t *testing.T) {
 	if !reflect.DeepEqual(w, want) {
 		t.Errorf("Window = %+v, want Trim(Branch) = %+v", w, want)
 	}
-	if _, err := s.Window(ctx, key, "nope", cfg); err == nil {
+	if _, err := s.Assemble(ctx, key, "nope", cfg, convo.SummaryState{}, 0); err == nil {
 		t.Error("Window(unknown leaf) did not fail")
 	}
 	bad := cfg
 	bad.MaxRounds = 0
-	if _, err := s.Window(ctx, key, "a2", bad); !errors.Is(err, convo.ErrInvalidConfig) {
+	if _, err := s.Assemble(ctx, key, "a2", bad, convo.SummaryState{}, 0); !errors.Is(err, convo.ErrInvalidConfig) {
 		t.Errorf("Window(bad config) err = %v, want ErrInvalidConfig", err)
 	}
 
@@ -586,7 +587,7 @@ func TestBadSessionKeys(t *testing.T) {
 			_, _, calls["Append"] = s.Append(ctx, k, m)
 			_, _, calls["Get"] = s.Get(ctx, k, "u1")
 			_, calls["Messages"] = s.Messages(ctx, k, nil)
-			_, calls["Window"] = s.Window(ctx, k, "u1", convo.DefaultWindowConfig())
+			_, calls["Assemble"] = s.Assemble(ctx, k, "u1", convo.DefaultWindowConfig(), convo.SummaryState{}, 0)
 			_, calls["Branch"] = s.Branch(ctx, k, "u1")
 			_, calls["Len"] = s.Len(ctx, k)
 			calls["SaveSnapshot"] = s.SaveSnapshot(ctx, k, []byte("{}"))
@@ -859,7 +860,7 @@ func TestContextCanceled(t *testing.T) {
 	_, _, calls["Append"] = s.Append(ctx, key, msg("a1", "u1", convo.RoleAssistant, "x"))
 	_, _, calls["Get"] = s.Get(ctx, key, "u1")
 	_, calls["Messages"] = s.Messages(ctx, key, []string{"u1"})
-	_, calls["Window"] = s.Window(ctx, key, "u1", convo.DefaultWindowConfig())
+	_, calls["Assemble"] = s.Assemble(ctx, key, "u1", convo.DefaultWindowConfig(), convo.SummaryState{}, 0)
 	_, calls["Branch"] = s.Branch(ctx, key, "u1")
 	_, calls["Len"] = s.Len(ctx, key)
 	calls["SaveSnapshot"] = s.SaveSnapshot(ctx, key, []byte("{}"))
