@@ -5,6 +5,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/ctxflow/ctxflow/convo"
@@ -21,6 +22,17 @@ type ChatRequest struct {
 	// Format, when non-empty, is a JSON schema (or the literal "json") the
 	// answer must follow.
 	Format []byte
+	// Tools are offered to the model; it may answer with ToolCalls instead
+	// of (or besides) text.
+	Tools []ToolSpec
+}
+
+// ToolSpec declares a tool a model may call.
+type ToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Parameters is the JSON schema of the arguments: an object schema.
+	Parameters json.RawMessage `json:"parameters"`
 }
 
 // ModelOptions are per-call generation options. Zero values (nil pointers)
@@ -45,6 +57,12 @@ type ChatResponse struct {
 	// (Ollama's prompt_eval_count and eval_count); zero when unknown.
 	PromptTokens     int
 	CompletionTokens int
+	// ToolCalls are the calls the model asked for, in order; Args is a
+	// JSON object.
+	ToolCalls []convo.ToolCall
+	// DoneReason is why generation stopped as the provider says it
+	// ("stop", "length", ...); "length" means the answer was cut off.
+	DoneReason string
 }
 
 // ChatModel generates assistant messages. Implementations must honour ctx
@@ -55,6 +73,12 @@ type ChatModel interface {
 	// Chat returns the complete answer. If onDelta is non-nil it is called
 	// with each streamed fragment, in order, before Chat returns.
 	Chat(ctx context.Context, req ChatRequest, onDelta func(delta string)) (ChatResponse, error)
+}
+
+// Embedder turns texts into vectors: one vector per input text, in the same
+// order, all of the model's dimension. Errors are classified as ChatModel's.
+type Embedder interface {
+	Embed(ctx context.Context, model string, texts []string) ([][]float32, error)
 }
 
 // ModelError is a classified model failure.

@@ -69,6 +69,7 @@ type Client struct {
 	host      string
 	timeout   time.Duration
 	keepAlive *api.Duration
+	dims      dims
 }
 
 var _ activities.ChatModel = (*Client)(nil)
@@ -111,8 +112,9 @@ func (c *Client) Host() string { return c.host }
 // each non-empty fragment, in order, before Chat returns; when it is nil the
 // answer is requested in one piece. PromptTokens and CompletionTokens are the
 // server's prompt_eval_count and eval_count. Content is the answer's text
-// only: a thinking model's reasoning (Ollama's message.thinking) is left out,
-// and no tools are offered to the model, so it answers without tool calls.
+// only: a thinking model's reasoning (Ollama's message.thinking) is left out.
+// req.Tools are offered to the model as functions; the calls it makes come
+// back in ToolCalls, with ids "call_N" when the server gives none.
 //
 // Errors: if ctx ends first, Chat returns ctx.Err() wrapped (not a
 // ModelError), whatever the transport reported. Otherwise every error is a
@@ -139,6 +141,7 @@ func (c *Client) Chat(ctx context.Context, req activities.ChatRequest, onDelta f
 
 	var (
 		content strings.Builder
+		calls   []api.ToolCall
 		final   api.ChatResponse
 		done    bool
 	)
@@ -149,6 +152,7 @@ func (c *Client) Chat(ctx context.Context, req activities.ChatRequest, onDelta f
 				onDelta(r.Message.Content)
 			}
 		}
+		calls = append(calls, r.Message.ToolCalls...)
 		if r.Done {
 			final, done = r, true
 		}
@@ -165,11 +169,17 @@ func (c *Client) Chat(ctx context.Context, req activities.ChatRequest, onDelta f
 	if err != nil {
 		return activities.ChatResponse{}, c.classify(ctx, callCtx, pr, what, err)
 	}
+	toolCalls, err := fromAPIToolCalls(calls)
+	if err != nil {
+		return activities.ChatResponse{}, &activities.ModelError{Retryable: true, Message: what + ": unreadable tool call", Err: err}
+	}
 	return activities.ChatResponse{
 		Content:          content.String(),
 		Model:            cmp.Or(final.Model, req.Model),
 		PromptTokens:     final.PromptEvalCount,
 		CompletionTokens: final.EvalCount,
+		ToolCalls:        toolCalls,
+		DoneReason:       final.DoneReason,
 	}, nil
 }
 
@@ -223,9 +233,14 @@ func (c *Client) chatRequest(req activities.ChatRequest, stream bool) (*api.Chat
 	if err != nil {
 		return nil, err
 	}
+	tools, err := toAPITools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
 	return &api.ChatRequest{
 		Model:     req.Model,
 		Messages:  msgs,
+		Tools:     tools,
 		Stream:    &stream,
 		Format:    format,
 		KeepAlive: c.keepAlive,
@@ -355,4 +370,50 @@ func toAPIFormat(f []byte) ([]byte, error) {
 		return nil, fmt.Errorf("format is neither \"json\" nor a valid JSON schema")
 	}
 	return []byte(s), nil
+}
+
+// toAPITools declares tools as Ollama functions; each Parameters must be a
+// JSON object schema.
+func toAPITools(specs []activities.ToolSpec) (api.Tools, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	out := make(api.Tools, 0, len(specs))
+	for _, t := range specs {
+		if strings.TrimSpace(t.Name) == "" {
+			return nil, errors.New("a tool has no name")
+		}
+		var params api.ToolFunctionParameters
+		if raw := strings.TrimSpace(string(t.Parameters)); raw != "" {
+			if err := json.Unmarshal(t.Parameters, &params); err != nil {
+				return nil, fmt.Errorf("tool %q: parameters are not a JSON schema object: %w", t.Name, err)
+			}
+		}
+		if params.Type == "" {
+			params.Type = "object"
+		}
+		out = append(out, api.Tool{Type: "function", Function: api.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	return out, nil
+}
+
+// fromAPIToolCalls converts the model's tool calls; a call without an id
+// gets "call_N", N its position.
+func fromAPIToolCalls(calls []api.ToolCall) ([]convo.ToolCall, error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	out := make([]convo.ToolCall, 0, len(calls))
+	for i, c := range calls {
+		args, err := c.Function.Arguments.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("tool call %q: %w", c.Function.Name, err)
+		}
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d", i)
+		}
+		out = append(out, convo.ToolCall{ID: id, Name: c.Function.Name, Args: args})
+	}
+	return out, nil
 }

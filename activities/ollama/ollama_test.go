@@ -94,8 +94,8 @@ func TestChatStreamsDeltasInOrder(t *testing.T) {
 	if want := []string{"Hel", "lo, ", "world"}; !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas = %q, want %q", deltas, want)
 	}
-	want := activities.ChatResponse{Content: "Hello, world", Model: "m:latest", PromptTokens: 12, CompletionTokens: 3}
-	if resp != want {
+	want := activities.ChatResponse{Content: "Hello, world", Model: "m:latest", PromptTokens: 12, CompletionTokens: 3, DoneReason: "stop"}
+	if !reflect.DeepEqual(resp, want) {
 		t.Errorf("resp = %+v, want %+v", resp, want)
 	}
 }
@@ -116,7 +116,7 @@ func TestChatWithoutOnDeltaDoesNotStream(t *testing.T) {
 		t.Fatalf("Chat: %v", err)
 	}
 	want := activities.ChatResponse{Content: "all at once", Model: "m", PromptTokens: 5, CompletionTokens: 4}
-	if resp != want {
+	if !reflect.DeepEqual(resp, want) {
 		t.Errorf("resp = %+v, want %+v", resp, want)
 	}
 }
