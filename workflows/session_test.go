@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,8 @@ type fakeModel struct {
 	summaries  []activities.ChatRequest
 	err        error
 	summaryErr error
+	// promptTokens, when set, is what the model reports as its prompt size.
+	promptTokens int
 }
 
 func isSummaryPrompt(req activities.ChatRequest) bool {
@@ -51,7 +54,7 @@ func (m *fakeModel) Chat(_ context.Context, req activities.ChatRequest, _ func(s
 		return activities.ChatResponse{}, m.err
 	}
 	last := req.Messages[len(req.Messages)-1]
-	return activities.ChatResponse{Content: fmt.Sprintf("answer %d to: %s", len(m.calls), last.Content), Model: req.Model}, nil
+	return activities.ChatResponse{Content: fmt.Sprintf("answer %d to: %s", len(m.calls), last.Content), Model: req.Model, PromptTokens: m.promptTokens}, nil
 }
 
 func (m *fakeModel) questions() []string {
@@ -447,5 +450,31 @@ func TestCompressSignalFoldsAllButNewestRound(t *testing.T) {
 	}
 	if st := h.state(t); st.Summary == nil || st.Summary.Folded != 4 || st.ActiveLeaf != st.Summary.ID {
 		t.Errorf("summary = %+v, active leaf %s", st.Summary, st.ActiveLeaf)
+	}
+}
+
+// A model whose tokenizer counts 3× what tiktoken counts gets a window a
+// third of the size in tiktoken tokens, so the budget holds in its tokens.
+func TestTokenBudgetIsCalibratedToTheModel(t *testing.T) {
+	h := newHarness(t)
+	h.model.promptTokens = 100_000 // far over: the ratio is clamped to 3
+	long := strings.Repeat("word ", 60)
+	h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first " + long})
+	second := h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "second " + long})
+	in := h.input(workflows.Limits{IdleTTL: time.Hour})
+	in.Config = json.RawMessage(`{"windowStrategy": "token_limit", "maxTokens": 300}`)
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+
+	if r := h.state(t).TokenRatio["qwen2.5:0.5b"]; math.Abs(r-3) > 1e-9 {
+		t.Fatalf("ratio = %v, want 3", r)
+	}
+	// Uncalibrated, both rounds (~190 tokens) fit in 300; calibrated, the
+	// budget is 100 and only the new question fits.
+	load := second.result.Steps[0]
+	if fmt.Sprint(load.Details["trimmedCount"]) != "2" {
+		t.Errorf("turn 2 load step = %+v, want trimmedCount 2", load.Details)
+	}
+	if n := len(h.model.calls[1].Messages); n != 2 {
+		t.Errorf("turn 2 saw %d messages, want system + question", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // runTurn is the turn pipeline (DESIGN.md §3) as far as it is built:
@@ -28,7 +29,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, fmt.Sprintf("load context (%s, %d rounds, %d tokens)", cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens)),
 			sa.LoadContext, activities.LoadContextInput{
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
-				Window: cfg.Window(), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
+				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
 				SummaryID: s.summaryID(), Fallback: s.fallback(cfg),
 			}).Get(ctx, &lc)
 		return map[string]any{
@@ -77,6 +78,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		return
 	}
 	res.Model, res.Engine = gen.Model, gen.Engine
+	s.calibrate(cfg.LLMModel, gen.PromptTokens, lc.TokensAfter)
 
 	var saved activities.SaveAnswerResult
 	err = s.step(ctx, res, "save", func() (map[string]any, error) {
@@ -94,6 +96,34 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	s.st.Messages = saved.Messages
 	s.summaryDue = saved.SummaryDue
 	s.complete(res, saved.MessageID, gen.Answer)
+}
+
+// calibrated is the window with its token budget in tiktoken tokens scaled
+// by the model's calibration ratio, so that the budget holds in the model's
+// own tokens (Qwen and Llama count differently from tiktoken).
+func (s *session) calibrated(cfg SessionConfig) convo.WindowConfig {
+	w := cfg.Window()
+	if r := s.st.TokenRatio[cfg.LLMModel]; r > 0 && w.MaxTokens > 0 {
+		w.MaxTokens = max(convo.MinMaxTokens, int(float64(w.MaxTokens)/r))
+	}
+	return w
+}
+
+// calibrate folds one observation (the model's prompt tokens for a view
+// tiktoken counted as counted tokens) into the model's running ratio:
+// an exponential average, clamped to [0.5, 3] against outliers.
+func (s *session) calibrate(model string, served, counted int) {
+	if served <= 0 || counted <= 0 {
+		return
+	}
+	r := min(max(float64(served)/float64(counted), 0.5), 3)
+	if s.st.TokenRatio == nil {
+		s.st.TokenRatio = map[string]float64{}
+	}
+	if old, ok := s.st.TokenRatio[model]; ok {
+		r = 0.8*old + 0.2*r
+	}
+	s.st.TokenRatio[model] = r
 }
 
 // summaryID names the running summary's record, "" for none.

@@ -161,9 +161,13 @@ type SessionState struct {
 	Summary *activities.SummaryRef `json:"summary,omitempty"`
 	// SummaryDegraded says why the summary could not be updated; while set,
 	// the model view is a fallback truncation.
-	SummaryDegraded string        `json:"summaryDegraded,omitempty"`
-	LastIntent      string        `json:"lastIntent,omitempty"`
-	Pending         []TurnRequest `json:"pending,omitempty"`
+	SummaryDegraded string `json:"summaryDegraded,omitempty"`
+	LastIntent      string `json:"lastIntent,omitempty"`
+	// TokenRatio calibrates tiktoken to each model's own tokenizer: a
+	// running ratio of the prompt tokens the model reported to the tokens
+	// tiktoken counted for the same view (model name → ratio).
+	TokenRatio map[string]float64 `json:"tokenRatio,omitempty"`
+	Pending    []TurnRequest      `json:"pending,omitempty"`
 	// Recent are the results of the last turns, newest last, for the turn
 	// and steps queries and for idempotency (older repeats are caught by
 	// the transcript store).
