@@ -125,3 +125,54 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 		t.Fatalf("turn after restart: %v %q", err, res.Answer)
 	}
 }
+
+// TestWorkerAndAPIProcesses runs the production shape: `ctxflow worker` and
+// `ctxflow api` as separate processes against an external Temporal server.
+func TestWorkerAndAPIProcesses(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	s.startWorker()
+	port := freePort(t)
+	cmd := exec.Command(binary, "api")
+	cmd.Env = append(os.Environ(), append(s.env, fmt.Sprintf("CTXFLOW_HTTP_ADDR=127.0.0.1:%d", port))...)
+	log := filepath.Join(s.dataDir, "api.log")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait(); _ = f.Close() })
+
+	api := apiClient{fmt.Sprintf("http://127.0.0.1:%d", port)}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if code, _ := api.do(t.Context(), http.MethodGet, "/readyz", nil, nil); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(log)
+			t.Fatalf("ctxflow api not ready:\n%s", tail(string(out), 3000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res, _, err := api.turn(t.Context(), "split", "t0", "hello from the api process")
+	if err != nil || res.Answer != "answer 1 to: hello from the api process" {
+		t.Fatalf("turn: %v %+v", err, res)
+	}
+	// SIGTERM drains and exits cleanly.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ctxflow api exited with %v after SIGTERM", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("ctxflow api did not exit within 20s of SIGTERM")
+	}
+}
