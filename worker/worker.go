@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -18,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/ollama"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
@@ -41,11 +43,17 @@ func (p *Ports) Close() error {
 	return errors.Join(errs...)
 }
 
-// BuildPorts creates the adapters the configuration names.
-func BuildPorts(cfg config.Config, log *slog.Logger) (*Ports, error) {
+// BuildPorts creates the adapters the configuration names. With provider
+// "auto" it asks Ollama (bounded by ctx and a few seconds) whether it answers
+// and has the default chat model, and falls back to the offline engine.
+func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Ports, error) {
 	tok, err := tiktoken.New(cfg.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	model, engine, err := chooseModel(ctx, cfg, tok, log)
+	if err != nil {
+		return nil, err
 	}
 	store, err := transcript.Open(transcript.Options{
 		Dir: filepath.Join(cfg.DataDir, "transcripts"), Sync: cfg.TranscriptSync, Logger: log,
@@ -53,19 +61,47 @@ func BuildPorts(cfg config.Config, log *slog.Logger) (*Ports, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The adapter gives up a little before the activity does, so that a slow
-	// model is reported as a model timeout rather than an activity timeout.
-	model, err := ollama.New(ollama.Config{Host: cfg.OllamaHost, Timeout: cfg.Limits.LLMTimeout * 9 / 10})
-	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("ollama: %w", err)
-	}
 	return &Ports{
 		Session: &activities.Session{
-			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: "ollama",
+			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
 		},
 		close: []func() error{store.Close},
 	}, nil
+}
+
+// chooseModel picks the chat model provider.
+func chooseModel(ctx context.Context, cfg config.Config, tok convo.Tokenizer, log *slog.Logger) (activities.ChatModel, string, error) {
+	offlineEngine := &offline.Engine{Tokenizer: tok}
+	if cfg.ModelProvider == "offline" {
+		log.Info("model provider: offline engine (CTXFLOW_MODEL_PROVIDER=offline)")
+		return offlineEngine, offline.ModelName, nil
+	}
+	// The adapter gives up a little before the activity does, so that a slow
+	// model is reported as a model timeout rather than an activity timeout.
+	client, err := ollama.New(ollama.Config{Host: cfg.OllamaHost, Timeout: cfg.Limits.LLMTimeout * 9 / 10})
+	if err != nil {
+		return nil, "", fmt.Errorf("ollama: %w", err)
+	}
+	if cfg.ModelProvider == "ollama" {
+		log.Info("model provider: ollama (CTXFLOW_MODEL_PROVIDER=ollama)", "host", client.Host())
+		return client, "ollama", nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	why := ""
+	if err := client.Ping(pctx); err != nil {
+		why = "ollama does not answer: " + err.Error()
+	} else if ok, err := client.HasModel(pctx, cfg.Session.LLMModel); err != nil {
+		why = "ollama model check failed: " + err.Error()
+	} else if !ok {
+		why = fmt.Sprintf("ollama has no model %q (ollama pull %s)", cfg.Session.LLMModel, cfg.Session.LLMModel)
+	}
+	if why != "" {
+		log.Warn("model provider: offline engine, answers are extractive and labelled as such", "reason", why)
+		return offlineEngine, offline.ModelName, nil
+	}
+	log.Info("model provider: ollama", "host", client.Host(), "model", cfg.Session.LLMModel)
+	return client, "ollama", nil
 }
 
 // Register adds ctxflow's workflows and activities to w.

@@ -163,7 +163,7 @@ func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger) (cli
 
 // serve runs a worker, and the API too when withAPI is set, until ctx ends.
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, withAPI bool, ready func(string)) error {
-	ports, err := worker.BuildPorts(cfg, log)
+	ports, err := worker.BuildPorts(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
-	log.Info("worker started", "taskQueue", workflows.TaskQueue, "ollama", cfg.OllamaHost, "model", cfg.Session.LLMModel)
+	log.Info("worker started", "taskQueue", workflows.TaskQueue, "engine", ports.Session.Engine, "model", cfg.Session.LLMModel)
 	if !withAPI {
 		<-ctx.Done()
 		log.Info("shutting down worker")

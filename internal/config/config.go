@@ -32,6 +32,7 @@ type Config struct {
 	TurnWaitTimeout time.Duration
 
 	OllamaHost     string
+	ModelProvider  string
 	Tokenizer      string
 	TranscriptSync bool
 
@@ -60,6 +61,7 @@ var Vars = []Var{
 	{"CTXFLOW_SHUTDOWN_TIMEOUT", "15s", "grace period for in-flight requests and activities on SIGINT/SIGTERM"},
 	{"CTXFLOW_TURN_WAIT_TIMEOUT", "5m", "longest a `?wait=true` turn request waits for its answer"},
 	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
+	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama` or `offline`"},
 	{"CTXFLOW_TOKENIZER", "cl100k_base", "tiktoken encoding for token budgets (`cl100k_base` or `o200k_base`)"},
 	{"CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)"},
 	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
@@ -92,6 +94,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		ShutdownTimeout:   p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
 		TurnWaitTimeout:   p.dur("CTXFLOW_TURN_WAIT_TIMEOUT", 5*time.Minute),
 		OllamaHost:        p.str("OLLAMA_HOST", "http://127.0.0.1:11434"),
+		ModelProvider:     p.str("CTXFLOW_MODEL_PROVIDER", "auto"),
 		Tokenizer:         p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
 		TranscriptSync:    p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
 		LogFormat:         p.str("CTXFLOW_LOG_FORMAT", "text"),
@@ -118,6 +121,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.MaxBodyBytes < 1024 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes))
+	}
+	if c.ModelProvider != "auto" && c.ModelProvider != "ollama" && c.ModelProvider != "offline" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MODEL_PROVIDER %q: want auto, ollama or offline", c.ModelProvider))
 	}
 	if c.Tokenizer != "cl100k_base" && c.Tokenizer != "o200k_base" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOKENIZER %q: want cl100k_base or o200k_base", c.Tokenizer))

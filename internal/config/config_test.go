@@ -40,6 +40,7 @@ func TestDefaults(t *testing.T) {
 		ShutdownTimeout:   15 * time.Second,
 		TurnWaitTimeout:   5 * time.Minute,
 		OllamaHost:        "http://127.0.0.1:11434",
+		ModelProvider:     "auto",
 		Tokenizer:         "cl100k_base",
 		TranscriptSync:    true,
 		Session:           workflows.DefaultSessionConfig(),
@@ -87,6 +88,7 @@ func TestOverrides(t *testing.T) {
 		{"CTXFLOW_SHUTDOWN_TIMEOUT", "2m30s", func(c Config) bool { return c.ShutdownTimeout == 150*time.Second }},
 		{"CTXFLOW_TURN_WAIT_TIMEOUT", "45s", func(c Config) bool { return c.TurnWaitTimeout == 45*time.Second }},
 		{"OLLAMA_HOST", "http://gpu:11434", func(c Config) bool { return c.OllamaHost == "http://gpu:11434" }},
+		{"CTXFLOW_MODEL_PROVIDER", "offline", func(c Config) bool { return c.ModelProvider == "offline" }},
 		{"CTXFLOW_TOKENIZER", "o200k_base", func(c Config) bool { return c.Tokenizer == "o200k_base" }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "false", func(c Config) bool { return !c.TranscriptSync }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "0", func(c Config) bool { return !c.TranscriptSync }},
@@ -149,6 +151,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_LOG_LEVEL", "verbose"},
 		{"CTXFLOW_LOG_FORMAT", "xml"},
 		{"CTXFLOW_TOKENIZER", "p50k_base"},
+		{"CTXFLOW_MODEL_PROVIDER", "openai"},
 		// Out of the ranges of workflows.SessionConfig and Limits.
 		{"CTXFLOW_LLM_MODEL", "two words"},
 		{"CTXFLOW_EMBEDDING_MODEL", strings.Repeat("m", 201)},

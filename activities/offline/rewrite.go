@@ -1,0 +1,605 @@
+package offline
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// RewriteResult is what [Rewrite] made of a question.
+type RewriteResult struct {
+	// Query is the standalone question; the question itself, unchanged,
+	// when no trigger fired or no topic could be added.
+	Query string
+	// Changed reports that Query differs from the question.
+	Changed bool
+	// Trigger names what called for a rewrite: "pronoun:它",
+	// "ellipsis:刚才", "detail:price", "short"; "" when none fired. It is
+	// set even when the rewrite was then not needed (the question already
+	// names the topic) or not possible (no topic in the history).
+	Trigger string
+	// Topic is the conversation topic found in the history when a trigger
+	// fired: the most salient recent entity, e.g. "华为Mate60".
+	Topic string
+}
+
+// Rewrite turns a follow-up question into one that stands alone, from the
+// conversation history (oldest first): it detects whether the question
+// leans on the history (a pronoun such as 它/这个/they/it, an ellipsis
+// marker such as 刚才/earlier, a detail follow-up such as 价格/price, or a
+// very short question), finds the topic of the conversation (the most
+// recent salient entity: "华为Mate60", "Pixel 8", "Golden Wok", a Chinese
+// noun phrase) and substitutes it for the pronoun, or adds it to the
+// question. Without a trigger, without a topic, or when the question already
+// names the topic, the question is returned unchanged.
+//
+// Rewrite is a pure function of its arguments. Only the contents of user,
+// assistant and system messages are read.
+func Rewrite(question string, history []convo.Message) RewriteResult {
+	res := RewriteResult{Query: question}
+	q := strings.TrimSpace(question)
+	if q == "" || isSmallTalk(q) {
+		return res
+	}
+	trig := detectTrigger(q)
+	if trig.kind == trigNone {
+		return res
+	}
+	res.Trigger = trig.name()
+	res.Topic = trackTopic(history)
+	if res.Topic == "" || containsFold(q, res.Topic) {
+		return res
+	}
+	if trig.kind == trigPronoun && antecedentBefore(q, trig.start) {
+		return res
+	}
+	if trig.kind != trigPronoun && selfContained(q, trig.kind == trigShort) {
+		return res
+	}
+	res.Query = applyRewrite(q, trig, res.Topic)
+	res.Changed = res.Query != question
+	return res
+}
+
+type trigKind uint8
+
+const (
+	trigNone trigKind = iota
+	trigPronoun
+	trigEllipsis
+	trigDetail
+	trigShort
+)
+
+// trigger is a detected reason to rewrite; start and end delimit the word
+// in the question (for pronouns: the word to replace).
+type trigger struct {
+	kind       trigKind
+	word       string
+	start, end int
+	// determiner marks this/that/these/those before a noun ("that part").
+	determiner bool
+	// possessive marks its/their/his/her (en).
+	possessive bool
+}
+
+func (t trigger) name() string {
+	switch t.kind {
+	case trigPronoun:
+		return "pronoun:" + t.word
+	case trigEllipsis:
+		return "ellipsis:" + t.word
+	case trigDetail:
+		return "detail:" + t.word
+	case trigShort:
+		return "short"
+	}
+	return ""
+}
+
+// Chinese trigger words, longest first where one contains another.
+var (
+	zhPronouns = []string{"它们", "他们", "她们", "这些", "那些", "这个", "那个", "这款", "那款", "这部", "那部", "这家", "那家", "那里", "那儿", "它", "他", "她"}
+	// zhNotPronoun are words that contain a pronoun rune but are not one.
+	zhNotPronoun = []string{"其他", "其它", "吉他", "他人", "他乡", "他妈", "她妈", "利他"}
+	zhEllipsis   = []string{"前面", "上面", "刚才", "刚刚", "之前", "上述"}
+	zhDetails    = []string{"多少钱", "版本", "价格", "配置", "售价", "参数", "型号", "颜色", "尺寸", "续航", "重量", "性能", "规格", "内存", "屏幕", "电池", "像素", "保修", "优缺点", "缺点", "优点", "评价", "地址", "电话", "营业时间", "发布时间", "上市时间"}
+)
+
+// English trigger words.
+var (
+	enPronouns   = setOf("it its they them their he him his she her this that these those")
+	enPossessive = setOf("its their his")
+	enEllipsis   = []string{"what about", "how about", "you mentioned", "you said", "the former", "the latter", "earlier", "previously", "previous", "mentioned"}
+	enDetails    = []string{"how much", "price", "prices", "version", "versions", "cost", "costs", "specs", "specifications", "configuration", "size", "colour", "color", "weight", "battery", "warranty", "release date", "address", "phone number", "postcode"}
+	// enBeforeDemonstrative are words after which this/that/those refer
+	// back rather than join a clause ("about that", "is that").
+	enBeforeDemonstrative = setOf("about of for with like on in at from to is was are were does did do by into than after before near what's")
+	// enTimeNouns follow a temporal "this" ("this year"), which refers to
+	// the present, not to the history.
+	enTimeNouns = setOf("year week month morning afternoon evening night weekend time summer winter spring fall autumn season semester")
+	// enHeadNouns after a demonstrative make it stand for the topic: "that
+	// restaurant" is the restaurant talked about.
+	enHeadNouns = setOf("restaurant place one shop store hotel song album movie film book band group team company product phone model show series game club school museum station")
+	// enSubjects after "that" make it a conjunction ("said that he ...").
+	enSubjects = setOf("i you he she we they it the a an there my your his her our their this these those")
+)
+
+// detectTrigger finds the first reason, by priority, why q may lean on the
+// history: a pronoun, an ellipsis marker, a detail follow-up, shortness.
+func detectTrigger(q string) trigger {
+	q = blankSmallTalk(q)
+	if t := findPronoun(q); t.kind != trigNone {
+		return t
+	}
+	lower := strings.ToLower(q)
+	for _, w := range zhEllipsis {
+		if k := strings.Index(q, w); k >= 0 {
+			return trigger{kind: trigEllipsis, word: w, start: k, end: k + len(w)}
+		}
+	}
+	for _, w := range enEllipsis {
+		if k := indexWord(lower, w); k >= 0 {
+			return trigger{kind: trigEllipsis, word: w, start: k, end: k + len(w)}
+		}
+	}
+	for _, w := range zhDetails {
+		if k := strings.Index(q, w); k >= 0 {
+			return trigger{kind: trigDetail, word: w, start: k, end: k + len(w)}
+		}
+	}
+	for _, w := range enDetails {
+		if k := indexWord(lower, w); k >= 0 {
+			return trigger{kind: trigDetail, word: w, start: k, end: k + len(w)}
+		}
+	}
+	if isShort(q) {
+		return trigger{kind: trigShort}
+	}
+	return trigger{}
+}
+
+// blankSmallTalk replaces the sentences of q that are only small talk
+// ("That sounds good.", "Thank you.") by spaces, keeping byte offsets.
+func blankSmallTalk(q string) string {
+	var b strings.Builder
+	rest := q
+	for _, sent := range sentences(q) {
+		k := strings.Index(rest, sent)
+		if k < 0 {
+			return q
+		}
+		b.WriteString(rest[:k])
+		if isSmallTalk(sent) {
+			b.WriteString(strings.Repeat(" ", len(sent)))
+		} else {
+			b.WriteString(sent)
+		}
+		rest = rest[k+len(sent):]
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
+// findPronoun finds the first pronoun of q that refers back.
+func findPronoun(q string) trigger {
+	best := trigger{start: len(q)}
+	for _, p := range zhPronouns {
+		for from := 0; from < len(q); {
+			k := strings.Index(q[from:], p)
+			if k < 0 {
+				break
+			}
+			k += from
+			from = k + len(p)
+			if k >= best.start || insideAny(q, k, len(p), zhNotPronoun) {
+				continue
+			}
+			best = trigger{kind: trigPronoun, word: p, start: k, end: k + len(p)}
+			break
+		}
+	}
+	toks := scan(q)
+	for i, t := range toks {
+		if t.start >= best.start {
+			break
+		}
+		if t.kind != tokWord {
+			continue
+		}
+		w := strings.ToLower(t.text)
+		if !enPronouns[w] {
+			continue
+		}
+		var prev, next string
+		if i > 0 && toks[i-1].kind == tokWord {
+			prev = strings.ToLower(toks[i-1].text)
+		}
+		if i+1 < len(toks) && toks[i+1].kind == tokWord {
+			next = strings.ToLower(toks[i+1].text)
+		}
+		tr := trigger{kind: trigPronoun, word: w, start: t.start, end: t.end, possessive: enPossessive[w]}
+		switch w {
+		case "it":
+			if expletiveIt(toks[i+1:]) {
+				continue
+			}
+		case "this", "that", "these", "those":
+			if w == "this" && enTimeNouns[next] {
+				continue
+			}
+			if w == "that" && prev != "" && !enBeforeDemonstrative[prev] {
+				continue // "the one that ...", "said that ..."
+			}
+			if next != "" && enSubjects[next] {
+				continue
+			}
+			tr.determiner = next != "" && !stopwords[next]
+			if tr.determiner && enHeadNouns[stem(next)] {
+				// "that restaurant" → the topic itself.
+				tr.determiner, tr.end = false, toks[i+1].end
+			}
+		case "her":
+			tr.possessive = next != "" && !stopwords[next]
+		}
+		return tr
+	}
+	if best.kind == trigNone {
+		return trigger{}
+	}
+	return best
+}
+
+// enWeather words make "it" the weather: "is it raining?".
+var enWeather = setOf("rain raining rainy snow snowing snowy drizzle drizzling sunny cloudy windy hot cold warm cool humid foggy dry hail hailing freezing weather temperature storm stormy")
+
+// enImpersonal adjectives after "it is" make "it" impersonal: "is it
+// possible to ...".
+var enImpersonal = setOf("possible impossible necessary true false likely unlikely time easy hard difficult important okay ok worth better best safe dangerous legal illegal free")
+
+// expletiveIt reports whether the words after "it" make it the weather or
+// impersonal rather than a reference.
+func expletiveIt(after []token) bool {
+	for k := 0; k < len(after) && k < 3 && after[k].kind == tokWord; k++ {
+		w := strings.ToLower(after[k].text)
+		if enWeather[w] || (k > 0 && enImpersonal[w]) {
+			return true
+		}
+	}
+	return false
+}
+
+// insideAny reports whether q[k:k+n] lies inside one of the words.
+func insideAny(q string, k, n int, words []string) bool {
+	for _, w := range words {
+		for from := max(0, k-len(w)+n); from <= k && from+len(w) <= len(q); from++ {
+			if q[from:from+len(w)] == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// indexWord returns the byte offset of phrase w in s (both lower case) as
+// whole words, or -1.
+func indexWord(s, w string) int {
+	for from := 0; ; {
+		k := strings.Index(s[from:], w)
+		if k < 0 {
+			return -1
+		}
+		k += from
+		before, _ := utf8.DecodeLastRuneInString(s[:k])
+		after, _ := utf8.DecodeRuneInString(s[k+len(w):])
+		if (k == 0 || !isWordRune(before)) && (k+len(w) == len(s) || !isWordRune(after)) {
+			return k
+		}
+		from = k + 1
+	}
+}
+
+// isShort reports whether q is too short to carry its own subject: at most
+// 5 CJK runes, or at most 3 words.
+func isShort(q string) bool {
+	cjk, words := 0, 0
+	for _, t := range scan(q) {
+		switch t.kind {
+		case tokCJK:
+			cjk += utf8.RuneCountInString(t.text)
+		case tokWord:
+			words++
+		}
+	}
+	if cjk > 0 {
+		return cjk+words <= 5
+	}
+	return words > 0 && words <= 3
+}
+
+// selfContained reports whether q names its own subject: a product or a
+// name, a Chinese noun phrase of 3 or more runes (2 in a short question,
+// where it is the whole question: "重庆"), a Latin word in Chinese text
+// ("vivo"), or 2 or more English content words besides the trigger words.
+func selfContained(q string, short bool) bool {
+	minPhrase := 3
+	if short {
+		minPhrase = 2
+	}
+	for _, e := range entities(q) {
+		switch e.kind {
+		case entProduct, entName:
+			return true
+		case entPhrase, entTopic:
+			if utf8.RuneCountInString(e.text) >= minPhrase && !containsAny(e.text, zhDetails) {
+				return true
+			}
+		}
+	}
+	zh := isChinese(q)
+	if zh && short && hasSubject(q) {
+		return true
+	}
+	content := 0
+	for _, t := range scan(q) {
+		w := strings.ToLower(t.text)
+		if t.kind != tokWord || stopwords[w] || isNumber(w) || containsAny(w, enDetails) {
+			continue
+		}
+		if zh && len(w) >= 2 {
+			return true
+		}
+		if len(w) > 2 {
+			content++
+		}
+	}
+	return content >= 2
+}
+
+// hasSubject reports whether a Chinese question starts, after fillers, with
+// a personal subject and does not end on a verb that lacks its object:
+// "你会转笔吗" stands alone, "我也想吃" does not.
+func hasSubject(q string) bool {
+	body, _ := trimEndPunct(q)
+	body = strings.TrimLeft(body, "哎呀嗯哦啊诶哇那")
+	if !strings.HasPrefix(body, "我") && !strings.HasPrefix(body, "你") {
+		return false
+	}
+	core, _ := splitParticle(body)
+	for _, v := range cjkObjectVerbs {
+		if strings.HasSuffix(core, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// antecedentBefore reports whether q names an entity before byte offset k,
+// which a pronoun at k may refer to ("我和妹妹吵架了她让我滚").
+func antecedentBefore(q string, k int) bool {
+	for _, e := range entities(q[:k]) {
+		if e.kind == entProduct || e.kind == entName {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAny(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether s contains sub, ignoring case.
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// zhRelations are nouns that make a new topic of the old one when a
+// follow-up asks for them: "它的下一代" → "华为Mate60下一代".
+var zhRelations = []string{"下一代", "上一代", "新一代", "前一代", "下一款", "升级版", "替代品", "竞品", "续作", "前作", "续集", "作者", "创始人", "母公司", "子公司"}
+
+// trackTopic returns the topic of the conversation: the entity of the
+// history with the best score, where a score weighs the entity's kind
+// (product > name > phrase), the recency of the message (newer is better),
+// its role (user before assistant before system), its position in the
+// message (earlier is better) and how often the history repeats it. Ties go
+// to the more recent, then the shorter text. When the last user message
+// asked for a relation of the topic ("它的下一代"), the topic is extended
+// with it.
+func trackTopic(history []convo.Message) string {
+	type scored struct {
+		text   string
+		score  float64
+		recent int
+	}
+	texts := make([]string, 0, len(history))
+	roles := make([]convo.Role, 0, len(history))
+	for _, m := range history {
+		switch m.Role {
+		case convo.RoleUser, convo.RoleAssistant, convo.RoleSystem:
+			if c := strings.TrimSpace(stripLabel(m.Content)); c != "" {
+				texts = append(texts, c)
+				roles = append(roles, m.Role)
+			}
+		}
+	}
+	best := map[string]*scored{}
+	var order []string
+	for i, text := range texts {
+		age := len(texts) - 1 - i
+		rec := math.Pow(0.8, float64(age))
+		role := 1.0
+		switch roles[i] {
+		case convo.RoleUser:
+			role = 1.3
+		case convo.RoleSystem:
+			role = 0.7
+		}
+		for _, e := range entities(text) {
+			pos := 1 - 0.3*float64(e.pos)/float64(len(text))
+			s := e.kind.weight() * rec * role * pos
+			c, ok := best[e.text]
+			if !ok {
+				c = &scored{text: e.text}
+				best[e.text] = c
+				order = append(order, e.text)
+			}
+			if s > c.score {
+				c.score = s
+			}
+			c.recent = i
+		}
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	all := make([]*scored, 0, len(order))
+	for _, k := range order {
+		c := best[k]
+		c.score += freqWeight * math.Log(float64(max(mentions(texts, c.text), 1)))
+		all = append(all, c)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		if a.recent != b.recent {
+			return a.recent > b.recent
+		}
+		return len(a.text) < len(b.text)
+	})
+	topic := all[0].text
+	// A short form stands for the full name it is part of: "Zappa" for
+	// "Frank Zappa", the best scored of them.
+	if !isChinese(topic) {
+		for _, c := range all[1:] {
+			if len(c.text) > len(topic) && indexWord(c.text, topic) >= 0 {
+				topic = c.text
+				break
+			}
+		}
+	}
+	// A relation asked for in the last user message extends the topic.
+	for i := len(texts) - 1; i >= 0; i-- {
+		if roles[i] != convo.RoleUser {
+			continue
+		}
+		for _, rel := range zhRelations {
+			k := strings.Index(texts[i], rel)
+			if k < 0 {
+				continue
+			}
+			before := strings.TrimSuffix(texts[i][:k], "的")
+			if strings.HasSuffix(before, topic) || hasPronounSuffix(before) {
+				return topic + rel
+			}
+		}
+		break
+	}
+	return topic
+}
+
+// freqWeight weighs how often the history mentions an entity.
+const freqWeight = 1.0
+
+// mentions counts the texts that mention entity e: the whole of it or, for
+// a name of several words, one of its main words ("Scott" for "Walter
+// Scott").
+func mentions(texts []string, e string) int {
+	var heads []string
+	if !isChinese(e) {
+		for _, w := range strings.Fields(e) {
+			if len(w) >= 3 && isCapitalised(w) && !nameJoiners[strings.ToLower(w)] {
+				heads = append(heads, w)
+			}
+		}
+		if len(heads) < 2 {
+			heads = nil
+		}
+	}
+	n := 0
+	for _, t := range texts {
+		if containsFold(t, e) {
+			n++
+			continue
+		}
+		for _, h := range heads {
+			if indexWord(t, h) >= 0 {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func hasPronounSuffix(s string) bool {
+	for _, p := range zhPronouns {
+		if strings.HasSuffix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyRewrite puts topic into q as trig says.
+func applyRewrite(q string, trig trigger, topic string) string {
+	zh := isChinese(q)
+	if trig.kind == trigPronoun {
+		if zh || !trig.determiner {
+			repl := topic
+			if trig.possessive {
+				repl = topic + "'s"
+			}
+			return q[:trig.start] + repl + q[trig.end:]
+		}
+		// "that part of town": keep the words, name the topic.
+		body, tail := trimEndPunct(q)
+		return body + " (" + topic + ")" + tail
+	}
+	if zh {
+		body, tail := trimEndPunct(q)
+		if strings.HasPrefix(body, "我") || strings.HasPrefix(body, "你") {
+			// "我也想吃" → "我也想吃龙虾": the topic is the object.
+			core, particle := splitParticle(body)
+			return core + topic + particle + tail
+		}
+		if trig.kind == trigDetail && trig.start == 0 {
+			return topic + "的" + q
+		}
+		return topic + q
+	}
+	if trig.kind == trigDetail && trig.word != "how much" {
+		rest := strings.TrimSpace(strings.ToLower(q[trig.end:]))
+		if !strings.HasPrefix(rest, "of ") && !strings.HasPrefix(rest, "for ") {
+			return q[:trig.end] + " of " + topic + q[trig.end:]
+		}
+	}
+	body, tail := trimEndPunct(q)
+	return body + " (" + topic + ")" + tail
+}
+
+// zhParticles end a Chinese sentence.
+const zhParticles = "吗呢吧啊呀嘛么啦哦了"
+
+// splitParticle splits the trailing sentence particles off s.
+func splitParticle(s string) (core, particle string) {
+	i := len(s)
+	for i > 0 {
+		r, n := utf8.DecodeLastRuneInString(s[:i])
+		if !strings.ContainsRune(zhParticles, r) {
+			break
+		}
+		i -= n
+	}
+	return s[:i], s[i:]
+}

@@ -1,0 +1,130 @@
+package offline
+
+import (
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+func TestRewrite(t *testing.T) {
+	seed := turns("介绍下华为Mate60", "华为Mate60是一款旗舰手机，搭载麒麟9000s...",
+		"它的下一代是什么？", "华为Mate60的下一代可能是Mate70系列...")
+	pixel := turns("Tell me about the Pixel 8", "The Pixel 8 is Google's 2023 phone with a Tensor G3 chip.")
+	tests := []struct {
+		name     string
+		question string
+		history  []convo.Message
+		changed  bool
+		trigger  string   // prefix of the trigger
+		contains []string // in the query
+	}{
+		{"zh pronoun", "它的配置呢？", turns("华为Mate60多少钱", "华为Mate60售价5999元起。"), true, "pronoun:它", []string{"华为Mate60的配置呢？"}},
+		{"zh pronoun, user turn only", "它的配置呢？", turns("华为Mate60多少钱"), true, "pronoun:它", []string{"华为Mate60"}},
+		{"en pronoun", "how much is it?", pixel, true, "pronoun:it", []string{"how much is Pixel 8?"}},
+		{"en possessive", "What is its price?", pixel, true, "pronoun:its", []string{"Pixel 8's price"}},
+		{"seed: topic with a relation", "版本是多少呢？", seed, true, "detail:版本", []string{"华为Mate60", "下一代", "版本是多少"}},
+		{"zh demonstrative, brand and model number", "那个多少钱", turns("我想买小米14"), true, "pronoun:那个", []string{"小米14多少钱"}},
+		{"zh short question gets its topic", "好看吗", turns("金瓶梅怎么样", "看过"), true, "short", []string{"金瓶梅好看吗"}},
+		{"zh ellipsis marker", "刚才说的价格是多少", turns("iPhone 15 Pro怎么样", "不错"), true, "ellipsis:刚才", []string{"iPhone 15 Pro"}},
+		{"zh plural pronoun", "他们的首都在哪", turns("法国和德国"), true, "pronoun:他们", []string{"法国和德国的首都"}},
+		{"en band name with joiners", "When did they disband?", turns("Frank Zappa", "What group disbanded?", "Zappa and the Mothers of Invention"), true, "pronoun:they", []string{"Zappa and the Mothers of Invention disband"}},
+		{"en detail follow-up", "What's the price?", pixel, true, "detail:price", []string{"price of Pixel 8"}},
+		{"en demonstrative with a head noun", "What is the address of that restaurant?", turns("Golden Wok is in the north part of town."), true, "pronoun:that", []string{"address of Golden Wok?"}},
+
+		{"no trigger", "What is the capital of France?", pixel, false, "", nil},
+		{"no history", "how much is it?", nil, false, "pronoun:it", nil},
+		{"topic already named", "how much is the Pixel 8?", pixel, false, "detail:how much", nil},
+		{"small talk", "Thank you, goodbye.", pixel, false, "", nil},
+		{"zh small talk", "好的谢谢", turns("华为Mate60多少钱"), false, "", nil},
+		{"weather it", "Is it raining in Paris?", pixel, false, "", nil},
+		{"conjunction that", "Did he say that the phone is good?", pixel, true, "pronoun:he", []string{"Did Pixel 8 say that"}},
+		{"antecedent in the question", "Did Frank say he liked it?", pixel, false, "pronoun:he", nil},
+		{"self-contained detail question", "苹果手机多少钱", turns("华为Mate60多少钱"), false, "detail:多少钱", nil},
+		{"zh bare topic switch", "重庆", turns("华为Mate60多少钱"), false, "short", nil},
+		{"zh short question with its own subject", "你会做饭吗", turns("华为Mate60多少钱"), false, "short", nil},
+		{"empty", "  ", pixel, false, "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Rewrite(tc.question, tc.history)
+			if got.Changed != tc.changed {
+				t.Errorf("Changed = %v, want %v (%+v)", got.Changed, tc.changed, got)
+			}
+			if !strings.HasPrefix(got.Trigger, tc.trigger) || (tc.trigger == "") != (got.Trigger == "") {
+				t.Errorf("Trigger = %q, want %q", got.Trigger, tc.trigger)
+			}
+			if !tc.changed && got.Query != tc.question {
+				t.Errorf("Query = %q, want the question unchanged", got.Query)
+			}
+			for _, want := range tc.contains {
+				if !strings.Contains(got.Query, want) {
+					t.Errorf("Query = %q, want it to contain %q", got.Query, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRewriteProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		q := genText(6).Draw(t, "question")
+		h := genHistory().Draw(t, "history")
+		got := Rewrite(q, h)
+		if again := Rewrite(q, h); again != got {
+			t.Fatalf("not deterministic: %+v then %+v", got, again)
+		}
+		if got.Changed != (got.Query != q) {
+			t.Fatalf("Changed = %v but Query %q vs question %q", got.Changed, got.Query, q)
+		}
+		if got.Trigger == "" && got.Changed {
+			t.Fatalf("changed without a trigger: %+v", got)
+		}
+		if got.Changed && (got.Topic == "" || !containsFold(got.Query, got.Topic)) {
+			t.Fatalf("changed query %q lacks its topic %q", got.Query, got.Topic)
+		}
+		if len(h) == 0 && got.Changed {
+			t.Fatalf("changed without history: %+v", got)
+		}
+	})
+}
+
+func TestRewriteArbitraryText(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		q := rapid.String().Draw(t, "question")
+		h := turns(rapid.SliceOfN(rapid.String(), 0, 4).Draw(t, "history")...)
+		got := Rewrite(q, h)
+		if got.Changed != (got.Query != q) {
+			t.Fatalf("Changed = %v but Query %q vs question %q", got.Changed, got.Query, q)
+		}
+	})
+}
+
+func TestEntities(t *testing.T) {
+	tests := []struct {
+		text string
+		want []string
+	}{
+		{"介绍下华为Mate60", []string{"华为Mate60"}},
+		{"Tell me about the Pixel 8", []string{"Pixel 8"}},
+		{"The Golden Wok is in the north part of town.", []string{"Golden Wok"}},
+		{"In late 1969, Zappa broke up the band.", []string{"Zappa"}},
+		{"你认识孟美岐吗", []string{"孟美岐"}},
+		{"我想吃海底捞", []string{"海底捞"}},
+		{"售价5999元起", nil},
+		{"It was released on July 1907.", nil},
+	}
+	for _, tc := range tests {
+		var got []string
+		for _, e := range entities(tc.text) {
+			if e.kind != entNameInitial {
+				got = append(got, e.text)
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("entities(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
