@@ -8,7 +8,7 @@ FUZZ_TIME   ?= 10s
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /convo)
 
-.PHONY: all build run test unit convo-test fuzz e2e lint depcheck bench clean
+.PHONY: all build run test ollama unit convo-test fuzz e2e lint depcheck bench clean
 
 all: lint test
 
@@ -20,10 +20,17 @@ run: build
 	./$(BIN) dev
 
 ## test: unit + property + workflow tests (with -race), a short fuzz run, and
-## the end-to-end tests against a real embedded Temporal server.
-test: unit convo-test fuzz e2e
+## the end-to-end tests against a real embedded Temporal server and a real
+## Ollama built from source (once: ~9 min cold, cached in ~/.cache/ctxflow).
+test: ollama unit convo-test fuzz e2e
 
-unit:
+# The real-Ollama tests must run, not skip, in `make test`.
+export CTXFLOW_OLLAMA_TESTS = 1
+
+ollama:
+	./scripts/ollama-test-server.sh build >/dev/null
+
+unit: ollama
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 convo-test:
@@ -35,7 +42,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzCountMatchesReference$$' -fuzztime=$(FUZZ_TIME) ./activities/tiktoken/
 
 # The embedded Temporal server is too slow under -race for the time budget.
-e2e:
+e2e: ollama
 	$(GO) test -count=1 -timeout=15m ./internal/devserver/... ./tests/...
 
 ## lint: gofmt, go vet, staticcheck, workflowcheck and the dependency rules.
