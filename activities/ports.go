@@ -151,3 +151,64 @@ type SessionKey struct {
 }
 
 func (k SessionKey) String() string { return k.Tenant + "/" + k.SessionID }
+
+// Chunk is a piece of a document stored with its vector.
+type Chunk struct {
+	// ID is stable for the same document, position and text, so that
+	// re-ingesting a document is idempotent.
+	ID         string            `json:"id"`
+	DocumentID string            `json:"documentId"`
+	Text       string            `json:"text"`
+	Vector     []float32         `json:"vector,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+}
+
+// SearchMode selects how a VectorStore searches.
+type SearchMode string
+
+// Search modes: dense vectors, keyword (BM25), or both fused by reciprocal
+// rank fusion.
+const (
+	SearchDense   SearchMode = "dense"
+	SearchKeyword SearchMode = "keyword"
+	SearchHybrid  SearchMode = "hybrid"
+)
+
+// SearchRequest is one search.
+type SearchRequest struct {
+	// Vector is the query's embedding (dense and hybrid modes).
+	Vector []float32
+	// Text is the query's text (keyword and hybrid modes).
+	Text string
+	Mode SearchMode
+	TopK int
+	// MinScore drops results scoring below it (dense scores are cosine
+	// similarities; fused scores are RRF scores).
+	MinScore float64
+	// Filter keeps only chunks whose metadata has every key with the value.
+	Filter map[string]string
+}
+
+// Hit is a search result.
+type Hit struct {
+	Chunk Chunk   `json:"chunk"`
+	Score float64 `json:"score"`
+}
+
+// CollectionInfo describes a collection.
+type CollectionInfo struct {
+	Name      string `json:"name"`
+	Dimension int    `json:"dimension"`
+	Count     int    `json:"count"`
+}
+
+// VectorStore keeps chunks and their vectors. Implementations: the embedded
+// store (default) and Milvus. Upsert replaces chunks with the same id;
+// vectors must have the collection's dimension (a mismatch is a permanent
+// error naming both dimensions, never a silently stored vector).
+type VectorStore interface {
+	Upsert(ctx context.Context, chunks []Chunk) error
+	DeleteDocument(ctx context.Context, documentID string) error
+	Search(ctx context.Context, req SearchRequest) ([]Hit, error)
+	Info(ctx context.Context) (CollectionInfo, error)
+}
