@@ -1,0 +1,90 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+)
+
+// Names of the ingestion workflow.
+const (
+	IngestWorkflowName = "IngestWorkflow"
+	QueryProgress      = "progress"
+)
+
+// IngestWorkflowID is the workflow id of a document's ingestion.
+func IngestWorkflowID(documentID string) string { return "ingest/" + documentID }
+
+// IngestInput names a document the workers can read.
+type IngestInput struct {
+	DocumentID string `json:"documentId"`
+	Path       string `json:"path"`
+	// BatchSize is how many chunks one activity embeds (default 32).
+	BatchSize int `json:"batchSize,omitempty"`
+}
+
+// IngestProgress is what the progress query and the result report.
+type IngestProgress struct {
+	DocumentID string `json:"documentId"`
+	Chunks     int    `json:"chunks"`
+	Batches    int    `json:"batches"`
+	Done       int    `json:"done"` // batches stored
+	Stored     int    `json:"stored"`
+	Bytes      int    `json:"bytes"`
+}
+
+var ia *activities.Ingest // method references only
+
+// maxIngestBatches bounds one document's batches, so that its history stays
+// far below Temporal's limits (about 3 events a batch).
+const maxIngestBatches = 5000
+
+// IngestWorkflow reads, chunks, embeds and stores one document. Each batch
+// is an activity, so an ingestion survives worker restarts and resumes at
+// the batch it was on; re-ingesting the same document replaces its chunks.
+func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error) {
+	if in.BatchSize <= 0 {
+		in.BatchSize = 32
+	}
+	p := IngestProgress{DocumentID: in.DocumentID}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (IngestProgress, error) { return p, nil }); err != nil {
+		return p, fmt.Errorf("set progress query: %w", err)
+	}
+	actx := func(summary string) workflow.Context {
+		return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 5 * time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10,
+				NonRetryableErrorTypes: []string{activities.ErrTypeBadInput, activities.ErrTypeModelPermanent, activities.ErrTypeDocumentChanged},
+			},
+			Summary: summary,
+		})
+	}
+	var prep activities.PrepareResult
+	err := workflow.ExecuteActivity(actx("read and chunk "+in.Path), ia.PrepareDocument,
+		activities.PrepareInput{DocumentID: in.DocumentID, Path: in.Path, BatchSize: in.BatchSize}).Get(ctx, &prep)
+	if err != nil {
+		return p, fmt.Errorf("prepare %s: %w", in.DocumentID, err)
+	}
+	p.Chunks, p.Batches, p.Bytes = prep.Chunks, prep.Batches, prep.Bytes
+	if p.Batches > maxIngestBatches {
+		return p, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s has %d batches, over the limit of %d: raise the batch size or split the document", in.Path, p.Batches, maxIngestBatches),
+			activities.ErrTypeBadInput, nil)
+	}
+	for b := range p.Batches {
+		var n int
+		err := workflow.ExecuteActivity(actx(fmt.Sprintf("embed and store batch %d/%d", b+1, p.Batches)), ia.IngestBatch,
+			activities.BatchInput{DocumentID: in.DocumentID, Path: in.Path, Hash: prep.Hash, Batch: b, BatchSize: in.BatchSize}).Get(ctx, &n)
+		if err != nil {
+			return p, fmt.Errorf("ingest batch %d of %s: %w", b, in.DocumentID, err)
+		}
+		p.Done++
+		p.Stored += n
+	}
+	return p, nil
+}
