@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
@@ -110,7 +111,11 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 		}
 	}
 	if err := a.Store.Upsert(ctx, chunks); err != nil {
-		return 0, fmt.Errorf("upsert batch %d of %s: %w", in.Batch, in.DocumentID, err)
+		err = fmt.Errorf("upsert batch %d of %s: %w", in.Batch, in.DocumentID, err)
+		if errors.Is(err, ErrDimension) {
+			return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, err)
+		}
+		return 0, err
 	}
 	return len(chunks), nil
 }

@@ -202,6 +202,10 @@ type CollectionInfo struct {
 	Count     int    `json:"count"`
 }
 
+// ErrDimension is wrapped by a VectorStore's error for a vector whose
+// dimension is not the collection's: a permanent failure.
+var ErrDimension = errors.New("vector dimension mismatch")
+
 // VectorStore keeps chunks and their vectors. Implementations: the embedded
 // store (default) and Milvus. Upsert replaces chunks with the same id;
 // vectors must have the collection's dimension (a mismatch is a permanent

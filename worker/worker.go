@@ -23,6 +23,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/ollama"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/workflows"
@@ -31,6 +32,7 @@ import (
 // Ports are the adapters the activities run on.
 type Ports struct {
 	Session *activities.Session
+	Ingest  *activities.Ingest
 	close   []func() error
 }
 
@@ -61,12 +63,34 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	if err != nil {
 		return nil, err
 	}
+	vectors, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(cfg.DataDir, "vectors"), Collection: cfg.Collection})
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("vector store: %w", err)
+	}
+	embedder, embedModel := chooseEmbedder(ctx, model, cfg, log)
 	return &Ports{
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
 		},
-		close: []func() error{store.Close},
+		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Tokenizer: tok, EmbedModel: embedModel},
+		close:  []func() error{store.Close, vectors.Close},
 	}, nil
+}
+
+// chooseEmbedder embeds with Ollama when it serves chat and has the
+// embedding model, else with the offline engine's hashed n-grams.
+func chooseEmbedder(ctx context.Context, chat activities.ChatModel, cfg config.Config, log *slog.Logger) (activities.Embedder, string) {
+	if client, ok := chat.(*ollama.Client); ok {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if has, err := client.HasModel(pctx, cfg.Session.EmbeddingModel); err == nil && has {
+			log.Info("embedder: ollama", "model", cfg.Session.EmbeddingModel)
+			return client, cfg.Session.EmbeddingModel
+		}
+		log.Warn("embedder: offline n-grams, ollama has no embedding model", "model", cfg.Session.EmbeddingModel)
+	}
+	return &offline.Engine{}, offline.ModelName
 }
 
 // chooseModel picks the chat model provider.
@@ -108,6 +132,8 @@ func chooseModel(ctx context.Context, cfg config.Config, tok convo.Tokenizer, lo
 func Register(w sdkworker.Registry, p *Ports) {
 	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	w.RegisterActivityWithOptions(p.Session, activity.RegisterOptions{})
+	w.RegisterWorkflowWithOptions(workflows.IngestWorkflow, workflow.RegisterOptions{Name: workflows.IngestWorkflowName})
+	w.RegisterActivityWithOptions(p.Ingest, activity.RegisterOptions{})
 }
 
 // New returns a worker on the ctxflow task queue with everything registered.

@@ -3,6 +3,7 @@
 //	ctxflow dev     embedded Temporal server + Web UI, worker and API in one process
 //	ctxflow worker  a worker against an external Temporal cluster
 //	ctxflow api     the HTTP API against an external Temporal cluster
+//	ctxflow ingest  ingest documents into the knowledge base
 //
 // Configuration comes from environment variables; see the README.
 package main
@@ -39,6 +40,10 @@ commands:
            under $CTXFLOW_DATA_DIR) with its Web UI, the worker and the API
   worker   run a worker against the Temporal cluster at $TEMPORAL_ADDRESS
   api      serve the HTTP API against the Temporal cluster at $TEMPORAL_ADDRESS
+  ingest PATH...
+           ingest files (.md .txt .html) or directories into the knowledge
+           base, through the workers of the cluster at $TEMPORAL_ADDRESS
+           (with ctxflow dev running, that is the embedded one)
 
 Configuration is read from environment variables (see README.md).
 `
@@ -48,7 +53,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
+	if len(args) == 0 || (args[0] != "ingest" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -69,6 +74,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runWorker(ctx, cfg, log)
 	case "api":
 		err = runAPI(ctx, cfg, log)
+	case "ingest":
+		var c client.Client
+		if c, err = dialExternal(ctx, cfg, log); err == nil {
+			err = runIngest(ctx, c, args[1:], stdout)
+			c.Close()
+		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -33,6 +33,7 @@ type Config struct {
 
 	OllamaHost     string
 	ModelProvider  string
+	Collection     string
 	Tokenizer      string
 	TranscriptSync bool
 
@@ -62,6 +63,7 @@ var Vars = []Var{
 	{"CTXFLOW_TURN_WAIT_TIMEOUT", "5m", "longest a `?wait=true` turn request waits for its answer"},
 	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
 	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama` or `offline`"},
+	{"CTXFLOW_COLLECTION", "rag_documents", "vector collection of the knowledge base (under `CTXFLOW_DATA_DIR/vectors`)"},
 	{"CTXFLOW_TOKENIZER", "cl100k_base", "tiktoken encoding for token budgets (`cl100k_base` or `o200k_base`)"},
 	{"CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)"},
 	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
@@ -95,6 +97,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		TurnWaitTimeout:   p.dur("CTXFLOW_TURN_WAIT_TIMEOUT", 5*time.Minute),
 		OllamaHost:        p.str("OLLAMA_HOST", "http://127.0.0.1:11434"),
 		ModelProvider:     p.str("CTXFLOW_MODEL_PROVIDER", "auto"),
+		Collection:        p.str("CTXFLOW_COLLECTION", "rag_documents"),
 		Tokenizer:         p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
 		TranscriptSync:    p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
 		LogFormat:         p.str("CTXFLOW_LOG_FORMAT", "text"),
