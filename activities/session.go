@@ -22,6 +22,11 @@ type Session struct {
 	Tokenizer  convo.Tokenizer
 	// SummaryCache reuses summaries of identical branch prefixes; may be nil.
 	SummaryCache convo.SummaryCache
+	// Knowledge, Embedder and EmbedModel let Generate answer from the
+	// knowledge base; with a nil Knowledge it answers without documents.
+	Knowledge  VectorStore
+	Embedder   Embedder
+	EmbedModel string
 	// Engine names the model provider in turn results ("ollama", "offline").
 	Engine string
 }
@@ -131,6 +136,15 @@ type GenerateInput struct {
 	SummaryID string       `json:"summaryId,omitempty"`
 	Model     string       `json:"model"`
 	Options   ModelOptions `json:"options"`
+	// TopK > 0 retrieves that many knowledge-base chunks for the question.
+	TopK int `json:"topK,omitempty"`
+}
+
+// DocRef names a retrieved chunk (its text stays in the store).
+type DocRef struct {
+	ID     string  `json:"id"`
+	Score  float64 `json:"score"`
+	Source string  `json:"source,omitempty"`
 }
 
 // GenerateResult is the model's answer. It is the one body that must enter
@@ -141,6 +155,10 @@ type GenerateResult struct {
 	Engine           string `json:"engine"`
 	PromptTokens     int    `json:"promptTokens,omitempty"`
 	CompletionTokens int    `json:"completionTokens,omitempty"`
+	// Docs are the chunks shown to the model; RetrievalError says why
+	// there are none when retrieval failed (the answer goes on without).
+	Docs           []DocRef `json:"docs,omitempty"`
+	RetrievalError string   `json:"retrievalError,omitempty"`
 }
 
 // Generate loads the window's messages from the transcript and asks the chat
@@ -167,6 +185,16 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 		}
 		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: convo.SummaryMessage(sum.Text).Content})
 	}
+	var res GenerateResult
+	if in.TopK > 0 && a.Knowledge != nil && len(msgs) > 0 {
+		docs, refs, err := a.retrieve(ctx, msgs[len(msgs)-1].Content, in.TopK)
+		if err != nil {
+			res.RetrievalError = err.Error()
+		} else if docs != "" {
+			head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: docs})
+			res.Docs = refs
+		}
+	}
 	view = append(head, view...)
 	defer keepAlive(ctx)()
 	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, nil)
@@ -185,10 +213,38 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	if model == "" {
 		model = in.Model
 	}
-	return GenerateResult{
-		Answer: answer, Model: model, Engine: a.Engine,
-		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
-	}, nil
+	res.Answer, res.Model, res.Engine = answer, model, a.Engine
+	res.PromptTokens, res.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
+	return res, nil
+}
+
+// retrieve searches the knowledge base for a question (hybrid: dense and
+// keyword) and renders the hits as "[id] text" blocks, the form both the
+// offline engine and a prompted model read.
+func (a *Session) retrieve(ctx context.Context, question string, topK int) (string, []DocRef, error) {
+	info, err := a.Knowledge.Info(ctx)
+	if err != nil || info.Count == 0 {
+		return "", nil, err
+	}
+	vs, err := a.Embedder.Embed(ctx, a.EmbedModel, []string{question})
+	if err != nil {
+		return "", nil, fmt.Errorf("embed question: %w", err)
+	}
+	hits, err := a.Knowledge.Search(ctx, SearchRequest{Vector: vs[0], Text: question, Mode: SearchHybrid, TopK: topK})
+	if err != nil {
+		return "", nil, fmt.Errorf("search: %w", err)
+	}
+	if len(hits) == 0 {
+		return "", nil, nil
+	}
+	var b strings.Builder
+	b.WriteString("Knowledge base excerpts; answer from them and cite their [ids]:\n")
+	refs := make([]DocRef, len(hits))
+	for i, h := range hits {
+		fmt.Fprintf(&b, "[%s] %s\n", h.Chunk.ID, strings.TrimSpace(h.Chunk.Text))
+		refs[i] = DocRef{ID: h.Chunk.ID, Score: h.Score, Source: h.Chunk.Metadata["source"]}
+	}
+	return b.String(), refs, nil
 }
 
 // SaveAnswerInput stores a turn's answer.

@@ -67,17 +67,25 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 			sa.Generate, activities.GenerateInput{
 				Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
 				SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
+				TopK: cfg.TopK,
 			}).Get(ctx, &gen)
-		return map[string]any{
-			"model": cfg.LLMModel, "engine": gen.Engine,
+		details := map[string]any{
+			"model": cfg.LLMModel, "engine": gen.Engine, "retrievedDocs": len(gen.Docs),
 			"promptTokens": gen.PromptTokens, "completionTokens": gen.CompletionTokens,
-		}, err
+		}
+		if gen.RetrievalError != "" {
+			details["retrievalError"] = gen.RetrievalError
+		}
+		return details, err
 	})
 	if err != nil {
 		s.fail(res, "model unavailable", err)
 		return
 	}
 	res.Model, res.Engine = gen.Model, gen.Engine
+	for _, d := range gen.Docs {
+		res.RetrievedDocs = append(res.RetrievedDocs, Doc{ID: d.ID, Score: d.Score, Source: d.Source})
+	}
 	s.calibrate(cfg.LLMModel, gen.PromptTokens, lc.TokensAfter)
 
 	var saved activities.SaveAnswerResult

@@ -2,6 +2,7 @@ package offline
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -97,12 +98,16 @@ func Answer(question string, docs []Document) AnswerResult {
 	}
 	sort.SliceStable(relevant, func(a, b int) bool { return relevant[a].score > relevant[b].score })
 	wantsNumber := containsAny(strings.ToLower(q), quantityWords)
+	defined := strings.ToLower(definitionSubject(q))
 	var cands []sent
 	for rank, r := range relevant {
 		for pos, s := range sentences(docs[r.i].Text) {
 			sc := grade(q, s, false).Score
 			if wantsNumber && hasDigit(s) {
 				sc += 0.15
+			}
+			if defined != "" && definesSubject(s, defined) {
+				sc += 0.3
 			}
 			if sc > 0 {
 				cands = append(cands, sent{text: s, doc: rank, pos: pos, score: sc})
@@ -161,4 +166,27 @@ func greetingReply(kind string, zh bool) string {
 		return "你好！我以离线模式运行，没有语言模型，只能摘录知识库中的内容。想了解什么？"
 	}
 	return "Hello! I am running offline, without a language model: I can quote the knowledge base, not converse. What would you like to know?"
+}
+
+var (
+	whatIsEN = regexp.MustCompile(`(?i)^\s*what(?:'s| is| are)\s+(?:an?\s+|the\s+)?(.+?)\s*[?？.!]*\s*$`)
+	whatIsZH = regexp.MustCompile(`^\s*(?:什么是(.+?)|(.+?)是什么)\s*[?？。！]*\s*$`)
+)
+
+// definitionSubject returns X of "what is X?" / "什么是X" / "X是什么", or "".
+func definitionSubject(q string) string {
+	if m := whatIsEN.FindStringSubmatch(q); m != nil {
+		return strings.TrimSpace(m[1])
+	}
+	if m := whatIsZH.FindStringSubmatch(q); m != nil {
+		return strings.TrimSpace(m[1] + m[2])
+	}
+	return ""
+}
+
+// definesSubject reports whether sentence s reads like a definition of
+// subject: it opens (after list or heading marks) with the subject.
+func definesSubject(s, subject string) bool {
+	s = strings.TrimLeft(strings.TrimSpace(s), "#-*> \t")
+	return strings.HasPrefix(strings.ToLower(s), subject)
 }

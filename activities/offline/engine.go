@@ -234,13 +234,18 @@ func (e *Engine) reply(msgs []convo.ModelMessage) (string, error) {
 			docs = append(docs, found...)
 		case string(convo.RoleUser), string(convo.RoleAssistant):
 			if i < last {
-				history = append(history, convo.Message{Role: convo.Role(m.Role), Content: m.Content})
+				// Citation ids of earlier answers are not topics.
+				content := citation.ReplaceAllString(m.Content, "")
+				history = append(history, convo.Message{Role: convo.Role(m.Role), Content: content})
 			}
 		}
 	}
 	q := Rewrite(msgs[last].Content, history).Query
 	return Answer(q, docs).Text, nil
 }
+
+// citation is a "[chunk-id]" reference in an answer.
+var citation = regexp.MustCompile(`\[[^\]\s]{1,200}\]`)
 
 // docLine starts a document: "[id] text" or "[id]: text".
 var docLine = regexp.MustCompile(`^\[([^\]\s]{1,200})\]:?(?:\s+(.*))?$`)

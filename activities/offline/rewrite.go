@@ -413,8 +413,18 @@ var zhRelations = []string{"下一代", "上一代", "新一代", "前一代", "
 // message (earlier is better) and how often the history repeats it. Ties go
 // to the more recent, then the shorter text. When the last user message
 // asked for a relation of the topic ("它的下一代"), the topic is extended
-// with it.
+// with it. When the last user message asked what something is ("what is
+// X?", "什么是X"), X is the topic.
 func trackTopic(history []convo.Message) string {
+	// A follow-up to "what is X?" is about X.
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == convo.RoleUser {
+			if x := definitionSubject(history[i].Content); x != "" && utf8.RuneCountInString(x) <= 40 && findPronoun(x).kind == trigNone {
+				return x
+			}
+			break
+		}
+	}
 	type scored struct {
 		text   string
 		score  float64
