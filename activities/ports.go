@@ -216,3 +216,10 @@ type VectorStore interface {
 	Search(ctx context.Context, req SearchRequest) ([]Hit, error)
 	Info(ctx context.Context) (CollectionInfo, error)
 }
+
+// QueryRewriter makes a follow-up question stand alone from the
+// conversation before it ("how much is it?" → "how much is the Pixel 8?").
+// It returns the question unchanged when nothing needs resolving.
+type QueryRewriter interface {
+	Rewrite(ctx context.Context, question string, history []convo.Message) (string, error)
+}

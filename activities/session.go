@@ -27,6 +27,8 @@ type Session struct {
 	Knowledge  VectorStore
 	Embedder   Embedder
 	EmbedModel string
+	// Rewriter makes follow-ups stand alone before retrieval; may be nil.
+	Rewriter QueryRewriter
 	// Engine names the model provider in turn results ("ollama", "offline").
 	Engine string
 }
@@ -138,6 +140,8 @@ type GenerateInput struct {
 	Options   ModelOptions `json:"options"`
 	// TopK > 0 retrieves that many knowledge-base chunks for the question.
 	TopK int `json:"topK,omitempty"`
+	// RewriteQuery resolves the question against the conversation first.
+	RewriteQuery bool `json:"rewriteQuery,omitempty"`
 }
 
 // DocRef names a retrieved chunk (its text stays in the store).
@@ -159,6 +163,8 @@ type GenerateResult struct {
 	// there are none when retrieval failed (the answer goes on without).
 	Docs           []DocRef `json:"docs,omitempty"`
 	RetrievalError string   `json:"retrievalError,omitempty"`
+	// RewrittenQuery is the standalone question when rewriting changed it.
+	RewrittenQuery string `json:"rewrittenQuery,omitempty"`
 }
 
 // Generate loads the window's messages from the transcript and asks the chat
@@ -186,8 +192,21 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: convo.SummaryMessage(sum.Text).Content})
 	}
 	var res GenerateResult
-	if in.TopK > 0 && a.Knowledge != nil && len(msgs) > 0 {
-		docs, refs, err := a.retrieve(ctx, msgs[len(msgs)-1].Content, in.TopK)
+	query := ""
+	if len(msgs) > 0 {
+		query = msgs[len(msgs)-1].Content
+	}
+	if in.RewriteQuery && a.Rewriter != nil && len(msgs) > 1 {
+		q, err := a.Rewriter.Rewrite(ctx, query, msgs[:len(msgs)-1])
+		if err != nil {
+			return res, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
+		}
+		if q != query {
+			query, res.RewrittenQuery = q, q
+		}
+	}
+	if in.TopK > 0 && a.Knowledge != nil && query != "" {
+		docs, refs, err := a.retrieve(ctx, query, in.TopK)
 		if err != nil {
 			res.RetrievalError = err.Error()
 		} else if docs != "" {

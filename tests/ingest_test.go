@@ -5,8 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxflow/ctxflow/workflows"
 )
 
 // TestIngestCommand runs `ctxflow ingest` against a worker process: a file,
@@ -69,26 +72,40 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ingest: %v\n%s", err, out)
 	}
-	// The follow-up is retrieved with its words as asked: rewriting before
-	// retrieval comes with the conversation-understanding step, so only
-	// the first answer's content is checked.
-	for i, tc := range []struct{ q, want string }{
-		{"What is ctxflow?", "multi-turn conversations"},
-		{"How do I run it?", ""},
+	// want is checked in the answer; for the follow-up, whose best
+	// sentences tie lexically, in the retrieved chunks: the quickstart (the
+	// README's first chunk) must be among them.
+	for i, tc := range []struct{ q, want, rewritten, chunk string }{
+		{"What is ctxflow?", "multi-turn conversations", "", ""},
+		{"How do I run it?", "", "How do I run ctxflow?", "#0-"},
 	} {
 		res, _, err := s.turn(t.Context(), "kb", []string{"k0", "k1"}[i], tc.q)
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", tc.q, err, s.workerLogs())
 		}
-		t.Logf("%q → %s (%d docs)", tc.q, res.Answer, len(res.RetrievedDocs))
+		t.Logf("%q → %s (docs %v)", tc.q, res.Answer, docIDs(res.RetrievedDocs))
 		if res.Engine != "offline" || !strings.HasPrefix(res.Answer, "(offline engine)") {
 			t.Errorf("%q: engine %q, answer not labelled: %q", tc.q, res.Engine, res.Answer)
 		}
 		if len(res.RetrievedDocs) == 0 || res.RetrievedDocs[0].Source != readme {
 			t.Fatalf("%q: retrieved %+v", tc.q, res.RetrievedDocs)
 		}
+		if tc.chunk != "" && !slices.ContainsFunc(res.RetrievedDocs, func(d workflows.Doc) bool { return strings.Contains(d.ID, tc.chunk) }) {
+			t.Errorf("%q: chunk %s not retrieved: %v", tc.q, tc.chunk, docIDs(res.RetrievedDocs))
+		}
+		if res.RewrittenQuery != tc.rewritten {
+			t.Errorf("%q: rewritten to %q, want %q", tc.q, res.RewrittenQuery, tc.rewritten)
+		}
 		if !strings.Contains(res.Answer, tc.want) || !strings.Contains(res.Answer, "[README.md-") {
 			t.Errorf("%q: answer %q lacks %q or a README citation", tc.q, res.Answer, tc.want)
 		}
 	}
+}
+
+func docIDs(docs []workflows.Doc) []string {
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = d.ID[strings.LastIndex(d.ID, "#"):]
+	}
+	return out
 }

@@ -67,7 +67,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 			sa.Generate, activities.GenerateInput{
 				Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
 				SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
-				TopK: cfg.TopK,
+				TopK: cfg.TopK, RewriteQuery: cfg.EnableQueryRewriting,
 			}).Get(ctx, &gen)
 		details := map[string]any{
 			"model": cfg.LLMModel, "engine": gen.Engine, "retrievedDocs": len(gen.Docs),
@@ -82,7 +82,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		s.fail(res, "model unavailable", err)
 		return
 	}
-	res.Model, res.Engine = gen.Model, gen.Engine
+	res.Model, res.Engine, res.RewrittenQuery = gen.Model, gen.Engine, gen.RewrittenQuery
 	for _, d := range gen.Docs {
 		res.RetrievedDocs = append(res.RetrievedDocs, Doc{ID: d.ID, Score: d.Score, Source: d.Source})
 	}

@@ -1,11 +1,13 @@
 package offline
 
 import (
+	"context"
 	"math"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
 )
 
@@ -612,4 +614,17 @@ func splitParticle(s string) (core, particle string) {
 		i -= n
 	}
 	return s[:i], s[i:]
+}
+
+// Rewriter is [Rewrite] as an [activities.QueryRewriter].
+type Rewriter struct{}
+
+var _ activities.QueryRewriter = Rewriter{}
+
+// Rewrite implements [activities.QueryRewriter].
+func (Rewriter) Rewrite(ctx context.Context, question string, history []convo.Message) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return Rewrite(question, history).Query, nil
 }
