@@ -12,7 +12,7 @@ FUZZ_TOKENS ?= 3000x
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /convo)
 
-.PHONY: all build run test ollama unit convo-test fuzz e2e lint depcheck bench clean
+.PHONY: all build run test ollama unit convo-test fuzz e2e lint depcheck bench eval clean
 
 all: lint test
 
@@ -62,6 +62,10 @@ depcheck:
 ## bench: benchmarks of the context engine, tokenizer and turn pipeline.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+## eval: retrieval recall@5 on ../shared/evaldata/mtrag (dense, keyword, hybrid).
+eval:
+	$(GO) run ./cmd/ctxflow eval
 
 clean:
 	rm -rf bin

@@ -4,6 +4,7 @@
 //	ctxflow worker  a worker against an external Temporal cluster
 //	ctxflow api     the HTTP API against an external Temporal cluster
 //	ctxflow ingest  ingest documents into the knowledge base
+//	ctxflow eval    measure retrieval recall on ../shared/evaldata/mtrag
 //
 // Configuration comes from environment variables; see the README.
 package main
@@ -29,6 +30,7 @@ import (
 	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/devserver"
+	"github.com/ctxflow/ctxflow/internal/eval"
 	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -44,6 +46,10 @@ commands:
            ingest files (.md .txt .html) or directories into the knowledge
            base, through the workers of the cluster at $TEMPORAL_ADDRESS
            (with ctxflow dev running, that is the embedded one)
+  eval [DIR]
+           retrieval recall@5 on a closed-corpus evaluation set (default
+           ../shared/evaldata/mtrag): dense, keyword and hybrid search, with
+           the question as asked, rewritten offline, and the gold rewrite
 
 Configuration is read from environment variables (see README.md).
 `
@@ -53,7 +59,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "ingest" && len(args) != 1) {
+	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -74,6 +80,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runWorker(ctx, cfg, log)
 	case "api":
 		err = runAPI(ctx, cfg, log)
+	case "eval":
+		dir := filepath.Join("..", "shared", "evaldata", "mtrag")
+		if len(args) > 1 {
+			dir = args[1]
+		}
+		var rep eval.Report
+		if rep, err = eval.Retrieval(ctx, dir, 5); err == nil {
+			rep.Write(stdout)
+		}
 	case "ingest":
 		var c client.Client
 		if c, err = dialExternal(ctx, cfg, log); err == nil {

@@ -1,0 +1,194 @@
+// Package eval measures ctxflow against the public development sets in
+// ../shared/evaldata: retrieval recall on a closed corpus, per search mode
+// and per query form (as asked, rewritten offline, gold rewrite).
+package eval
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/offline"
+	"github.com/ctxflow/ctxflow/activities/vecstore"
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// Case is one turn of an evaluation set (the shared JSONL format).
+type Case struct {
+	ID          string   `json:"id"`
+	History     []Turn   `json:"history"`
+	Question    string   `json:"question"`
+	GoldRewrite string   `json:"gold_rewrite"`
+	GoldIDs     []string `json:"gold_passage_ids"`
+}
+
+// Turn is one message of a case's history.
+type Turn struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Passage is one document of the closed corpus.
+type Passage struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// Row is recall@K for one search mode and query form.
+type Row struct {
+	Mode   activities.SearchMode
+	Query  string // "asked", "rewritten", "gold"
+	Recall float64
+}
+
+// Report is a retrieval evaluation.
+type Report struct {
+	Set      string
+	K        int
+	Cases    int // cases with at least one gold passage in the corpus
+	Passages int
+	Rows     []Row
+}
+
+// Write prints the report as a table.
+func (r Report) Write(w io.Writer) {
+	fmt.Fprintf(w, "%s: recall@%d over %d cases, %d passages (offline embedder, embedded store)\n", r.Set, r.K, r.Cases, r.Passages)
+	fmt.Fprintf(w, "%-8s %10s %10s %10s\n", "mode", "asked", "rewritten", "gold")
+	for _, mode := range []activities.SearchMode{activities.SearchDense, activities.SearchKeyword, activities.SearchHybrid} {
+		fmt.Fprintf(w, "%-8s", mode)
+		for _, q := range []string{"asked", "rewritten", "gold"} {
+			fmt.Fprintf(w, " %10.3f", r.Recall(mode, q))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// Recall returns the row's recall, or -1 if absent.
+func (r Report) Recall(mode activities.SearchMode, query string) float64 {
+	for _, row := range r.Rows {
+		if row.Mode == mode && row.Query == query {
+			return row.Recall
+		}
+	}
+	return -1
+}
+
+// Retrieval indexes dir/passages.jsonl and measures recall@k of
+// dir/cases.jsonl: per case, the share of its gold passages (those in the
+// corpus) found in the top k, averaged over cases.
+func Retrieval(ctx context.Context, dir string, k int) (Report, error) {
+	rep := Report{Set: filepath.Base(dir), K: k}
+	passages, err := readJSONL[Passage](filepath.Join(dir, "passages.jsonl"))
+	if err != nil {
+		return rep, err
+	}
+	cases, err := readJSONL[Case](filepath.Join(dir, "cases.jsonl"))
+	if err != nil {
+		return rep, err
+	}
+	store, err := vecstore.Open(vecstore.Options{Collection: "eval"})
+	if err != nil {
+		return rep, err
+	}
+	defer store.Close()
+	emb := offline.Embedder{}
+	inCorpus := map[string]bool{}
+	for start := 0; start < len(passages); start += 256 {
+		batch := passages[start:min(start+256, len(passages))]
+		texts := make([]string, len(batch))
+		for i, p := range batch {
+			texts[i] = p.Text
+		}
+		vs := emb.Embed(texts)
+		chunks := make([]activities.Chunk, len(batch))
+		for i, p := range batch {
+			chunks[i] = activities.Chunk{ID: p.ID, DocumentID: p.ID, Text: p.Text, Vector: vs[i]}
+			inCorpus[p.ID] = true
+		}
+		if err := store.Upsert(ctx, chunks); err != nil {
+			return rep, fmt.Errorf("index passages: %w", err)
+		}
+	}
+	rep.Passages = len(passages)
+
+	sums := map[[2]string]float64{}
+	for _, c := range cases {
+		var gold []string
+		for _, id := range c.GoldIDs {
+			if inCorpus[id] {
+				gold = append(gold, id)
+			}
+		}
+		if len(gold) == 0 {
+			continue
+		}
+		rep.Cases++
+		history := make([]convo.Message, len(c.History))
+		for i, t := range c.History {
+			history[i] = convo.Message{Role: convo.Role(t.Role), Content: t.Content}
+		}
+		queries := map[string]string{
+			"asked":     c.Question,
+			"rewritten": offline.Rewrite(c.Question, history).Query,
+			"gold":      c.GoldRewrite,
+		}
+		for _, form := range []string{"asked", "rewritten", "gold"} {
+			q := queries[form]
+			vec := emb.Embed([]string{q})[0]
+			for _, mode := range []activities.SearchMode{activities.SearchDense, activities.SearchKeyword, activities.SearchHybrid} {
+				hits, err := store.Search(ctx, activities.SearchRequest{Vector: vec, Text: q, Mode: mode, TopK: k})
+				if err != nil {
+					return rep, fmt.Errorf("case %s: %w", c.ID, err)
+				}
+				found := 0
+				for _, id := range gold {
+					if slices.ContainsFunc(hits, func(h activities.Hit) bool { return h.Chunk.ID == id }) {
+						found++
+					}
+				}
+				sums[[2]string{string(mode), form}] += float64(found) / float64(len(gold))
+			}
+		}
+	}
+	if rep.Cases == 0 {
+		return rep, fmt.Errorf("%s: no case has a gold passage in the corpus", dir)
+	}
+	for _, mode := range []activities.SearchMode{activities.SearchDense, activities.SearchKeyword, activities.SearchHybrid} {
+		for _, form := range []string{"asked", "rewritten", "gold"} {
+			rep.Rows = append(rep.Rows, Row{Mode: mode, Query: form, Recall: sums[[2]string{string(mode), form}] / float64(rep.Cases)})
+		}
+	}
+	return rep, nil
+}
+
+func readJSONL[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}

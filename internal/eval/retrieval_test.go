@@ -1,0 +1,51 @@
+package eval
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctxflow/ctxflow/activities"
+)
+
+// mtrag is read from ../shared beside the checkout (CI has it) or from
+// CTXFLOW_EVALDATA; a missing set fails.
+func mtragDir(t *testing.T) string {
+	dir := os.Getenv("CTXFLOW_EVALDATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "evaldata")
+	}
+	dir = filepath.Join(dir, "mtrag")
+	if _, err := os.Stat(filepath.Join(dir, "passages.jsonl")); err != nil {
+		t.Fatalf("mtrag not found: %v (run beside ../shared or set CTXFLOW_EVALDATA)", err)
+	}
+	return dir
+}
+
+func TestRetrievalRecallOnMTRAG(t *testing.T) {
+	rep, err := Retrieval(t.Context(), mtragDir(t), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	t.Logf("\n%s", b.String())
+	if rep.Cases < 100 || rep.Passages != 1488 {
+		t.Fatalf("cases %d, passages %d", rep.Cases, rep.Passages)
+	}
+	for _, row := range rep.Rows {
+		if row.Recall <= 0 || row.Recall > 1 {
+			t.Errorf("%s/%s recall %v out of (0, 1]", row.Mode, row.Query, row.Recall)
+		}
+	}
+	// The gold rewrite stands alone, so it retrieves at least as well as
+	// the question as asked; hybrid is at least as good as its worse half.
+	hy := activities.SearchHybrid
+	if rep.Recall(hy, "gold") < rep.Recall(hy, "asked") {
+		t.Errorf("hybrid: gold rewrite %.3f below the question as asked %.3f", rep.Recall(hy, "gold"), rep.Recall(hy, "asked"))
+	}
+	if worse := min(rep.Recall(activities.SearchDense, "asked"), rep.Recall(activities.SearchKeyword, "asked")); rep.Recall(hy, "asked") < worse {
+		t.Errorf("hybrid %.3f below both dense and keyword (%.3f)", rep.Recall(hy, "asked"), worse)
+	}
+}
