@@ -46,13 +46,9 @@ type PrepareResult struct {
 // PrepareDocument reads and chunks a document and removes the chunks an
 // earlier version of it left in the store.
 func (a *Ingest) PrepareDocument(ctx context.Context, in PrepareInput) (PrepareResult, error) {
-	text, hash, err := ingest.ReadDocument(in.Path)
+	pieces, text, hash, err := a.pieces(in.DocumentID, in.Path)
 	if err != nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s", in.Path), ErrTypeBadInput, err)
-	}
-	pieces, err := ingest.Chunk(in.DocumentID, text, a.Tokenizer, a.Chunk)
-	if err != nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s", in.Path), ErrTypeBadInput, err)
+		return PrepareResult{}, err
 	}
 	if err := a.Store.DeleteDocument(ctx, in.DocumentID); err != nil {
 		return PrepareResult{}, fmt.Errorf("delete old chunks of %s: %w", in.DocumentID, err)
@@ -73,17 +69,13 @@ type BatchInput struct {
 // IngestBatch embeds and upserts chunks [Batch*BatchSize, (Batch+1)*BatchSize)
 // of a prepared document. Upserts are by chunk id, so a retry is harmless.
 func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
-	text, hash, err := ingest.ReadDocument(in.Path)
+	pieces, _, hash, err := a.pieces(in.DocumentID, in.Path)
 	if err != nil {
-		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s", in.Path), ErrTypeBadInput, err)
+		return 0, err
 	}
 	if hash != in.Hash {
 		return 0, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s changed during its ingestion: ingest it again", in.Path), ErrTypeDocumentChanged, nil)
-	}
-	pieces, err := ingest.Chunk(in.DocumentID, text, a.Tokenizer, a.Chunk)
-	if err != nil {
-		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s", in.Path), ErrTypeBadInput, err)
 	}
 	size := max(in.BatchSize, 1)
 	lo, hi := in.Batch*size, min((in.Batch+1)*size, len(pieces))
@@ -118,4 +110,18 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 		return 0, err
 	}
 	return len(chunks), nil
+}
+
+// pieces reads and chunks a document; both steps fail permanently (a file
+// that cannot be read or chunked now will not be on a retry).
+func (a *Ingest) pieces(documentID, path string) (pieces []ingest.Piece, text, hash string, err error) {
+	text, hash, err = ingest.ReadDocument(path)
+	if err != nil {
+		return nil, "", "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s", path), ErrTypeBadInput, err)
+	}
+	pieces, err = ingest.Chunk(documentID, text, a.Tokenizer, a.Chunk)
+	if err != nil {
+		return nil, "", "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s", path), ErrTypeBadInput, err)
+	}
+	return pieces, text, hash, nil
 }
