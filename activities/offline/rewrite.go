@@ -307,15 +307,7 @@ func indexWord(s, w string) int {
 // isShort reports whether q is too short to carry its own subject: at most
 // 5 CJK runes, or at most 3 words.
 func isShort(q string) bool {
-	cjk, words := 0, 0
-	for _, t := range scan(q) {
-		switch t.kind {
-		case tokCJK:
-			cjk += utf8.RuneCountInString(t.text)
-		case tokWord:
-			words++
-		}
-	}
+	cjk, words := scriptCounts(q)
 	if cjk > 0 {
 		return cjk+words <= 5
 	}

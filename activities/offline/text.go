@@ -93,15 +93,7 @@ func scan(s string) []token {
 // isChinese reports whether s is mainly written in CJK: at least as many CJK
 // runes as space-separated words.
 func isChinese(s string) bool {
-	cjk, words := 0, 0
-	for _, t := range scan(s) {
-		switch t.kind {
-		case tokCJK:
-			cjk += utf8.RuneCountInString(t.text)
-		case tokWord:
-			words++
-		}
-	}
+	cjk, words := scriptCounts(s)
 	return cjk > 0 && cjk >= words
 }
 
@@ -266,4 +258,17 @@ func setOf(words string) map[string]bool {
 		m[w] = true
 	}
 	return m
+}
+
+// scriptCounts returns the CJK runes and the space-separated words of s.
+func scriptCounts(s string) (cjk, words int) {
+	for _, t := range scan(s) {
+		switch t.kind {
+		case tokCJK:
+			cjk += utf8.RuneCountInString(t.text)
+		case tokWord:
+			words++
+		}
+	}
+	return cjk, words
 }
