@@ -68,17 +68,12 @@ type stack struct {
 	dataDir string
 	server  *devserver.Server
 	client  client.Client
-	model   *fakeoll
+	model   *fakeollama.Fake
 	api     *httptest.Server
 	apiClient
 	worker  *exec.Cmd
 	workerN int
 	env     []string
-}
-
-type fakeoll struct {
-	*fakeollama.Fake
-	url string
 }
 
 type stackOptions struct {
@@ -119,7 +114,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	t.Cleanup(apiSrv.Close)
 
 	s := &stack{
-		t: t, dataDir: dir, server: srv, client: c, model: &fakeoll{fake, fs.URL}, api: apiSrv, apiClient: apiClient{apiSrv.URL},
+		t: t, dataDir: dir, server: srv, client: c, model: fake, api: apiSrv, apiClient: apiClient{apiSrv.URL},
 		env: append([]string{
 			"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(),
 			"TEMPORAL_NAMESPACE=" + srv.Namespace(),
