@@ -223,3 +223,15 @@ type VectorStore interface {
 type QueryRewriter interface {
 	Rewrite(ctx context.Context, question string, history []convo.Message) (string, error)
 }
+
+// TopicRewriter is a QueryRewriter that also names the conversation's
+// topic (the entity a follow-up refers to), for the relevance filter.
+type TopicRewriter interface {
+	RewriteWithTopic(ctx context.Context, question string, history []convo.Message) (query, topic string, err error)
+}
+
+// SmallTalkDetector tells greetings, thanks and goodbyes, which need no
+// knowledge base.
+type SmallTalkDetector interface {
+	IsSmallTalk(text string) bool
+}

@@ -29,6 +29,8 @@ type Session struct {
 	EmbedModel string
 	// Rewriter makes follow-ups stand alone before retrieval; may be nil.
 	Rewriter QueryRewriter
+	// SmallTalk tells greetings and thanks, which skip retrieval; may be nil.
+	SmallTalk SmallTalkDetector
 	// Engine names the model provider in turn results ("ollama", "offline").
 	Engine string
 }
@@ -58,7 +60,18 @@ type LoadContextInput struct {
 	// Fallback > 0 means the summariser failed: keep only the last
 	// Fallback messages (degraded) instead of summary + window.
 	Fallback int `json:"fallback,omitempty"`
+	// Route asks which route the turn takes (see LoadContextResult.Route).
+	Route bool `json:"route,omitempty"`
 }
+
+// Routes of a turn.
+const (
+	// RouteChat answers from the conversation alone: small talk, or no
+	// knowledge base to search.
+	RouteChat = "chat"
+	// RouteQA answers from the knowledge base through the corrective loop.
+	RouteQA = "qa"
+)
 
 // LoadContextResult names the messages of the model view, not their bodies.
 type LoadContextResult struct {
@@ -76,6 +89,11 @@ type LoadContextResult struct {
 	// turn's answer (a repeat): the caller must not generate again.
 	AnswerID string `json:"answerId,omitempty"`
 	Answer   string `json:"answer,omitempty"`
+	// Route is RouteQA when asked for, the knowledge base has documents and
+	// the question is not small talk; else RouteChat. Empty when not asked.
+	Route string `json:"route,omitempty"`
+	// RouteReason says why, for the step trace.
+	RouteReason string `json:"routeReason,omitempty"`
 }
 
 // LoadContext stores the user's message (first, so it is never lost) and
@@ -125,6 +143,72 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 	if res.Messages, err = a.Transcript.Len(ctx, in.Session); err != nil {
 		return res, fmt.Errorf("count messages of %s: %w", in.Session, err)
 	}
+	if in.Route {
+		res.Route, res.RouteReason = a.route(ctx, in.Question)
+	}
+	return res, nil
+}
+
+// route picks a turn's route. An unreadable knowledge base routes to qa:
+// the corrective loop's retrieval reports the error in the trace.
+func (a *Session) route(ctx context.Context, question string) (string, string) {
+	switch {
+	case a.SmallTalk != nil && a.SmallTalk.IsSmallTalk(question):
+		return RouteChat, "small talk"
+	case a.Knowledge == nil:
+		return RouteChat, "no knowledge base configured"
+	}
+	info, err := a.Knowledge.Info(ctx)
+	switch {
+	case err != nil:
+		return RouteQA, "knowledge base info failed: " + err.Error()
+	case info.Count == 0:
+		return RouteChat, "knowledge base is empty"
+	}
+	return RouteQA, fmt.Sprintf("knowledge base has %d chunks", info.Count)
+}
+
+// RewriteQuestionInput asks for a turn's question made standalone.
+type RewriteQuestionInput struct {
+	Session   SessionKey `json:"session"`
+	TurnID    string     `json:"turnId"`
+	WindowIDs []string   `json:"windowIds"`
+}
+
+// RewriteQuestionResult is the standalone question and the conversation's
+// topic when the rewriter found one.
+type RewriteQuestionResult struct {
+	Question  string `json:"question"`
+	Rewritten bool   `json:"rewritten,omitempty"`
+	Topic     string `json:"topic,omitempty"`
+}
+
+// RewriteQuestion makes the turn's question (the window's last message)
+// stand alone from the conversation before it, for retrieval.
+func (a *Session) RewriteQuestion(ctx context.Context, in RewriteQuestionInput) (RewriteQuestionResult, error) {
+	msgs, err := a.Transcript.Messages(ctx, in.Session, in.WindowIDs)
+	if err != nil {
+		return RewriteQuestionResult{}, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
+	}
+	if len(msgs) == 0 {
+		return RewriteQuestionResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("rewrite question of %s turn %s: empty window", in.Session, in.TurnID), ErrTypeBadInput, nil)
+	}
+	q := msgs[len(msgs)-1].Content
+	res := RewriteQuestionResult{Question: q}
+	if a.Rewriter == nil || len(msgs) == 1 {
+		return res, nil
+	}
+	var out string
+	if tr, ok := a.Rewriter.(TopicRewriter); ok {
+		out, res.Topic, err = tr.RewriteWithTopic(ctx, q, msgs[:len(msgs)-1])
+	} else {
+		out, err = a.Rewriter.Rewrite(ctx, q, msgs[:len(msgs)-1])
+	}
+	if err != nil {
+		return res, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
+	}
+	res.Question, res.Rewritten = out, out != q
 	return res, nil
 }
 
@@ -142,6 +226,10 @@ type GenerateInput struct {
 	TopK int `json:"topK,omitempty"`
 	// RewriteQuery resolves the question against the conversation first.
 	RewriteQuery bool `json:"rewriteQuery,omitempty"`
+	// UseDocs shows Docs (the corrective loop's graded documents; none
+	// means nothing relevant was found) instead of retrieving.
+	UseDocs bool      `json:"useDocs,omitempty"`
+	Docs    []DocText `json:"docs,omitempty"`
 }
 
 // DocRef names a retrieved chunk (its text stays in the store).
@@ -192,6 +280,10 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: convo.SummaryMessage(sum.Text).Content})
 	}
 	var res GenerateResult
+	if in.UseDocs {
+		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: DocumentsMessage(in.Docs)})
+		in.TopK, in.RewriteQuery = 0, false
+	}
 	query := ""
 	if len(msgs) > 0 {
 		query = msgs[len(msgs)-1].Content

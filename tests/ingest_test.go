@@ -93,6 +93,19 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 		if tc.chunk != "" && !slices.ContainsFunc(res.RetrievedDocs, func(d workflows.Doc) bool { return strings.Contains(d.ID, tc.chunk) }) {
 			t.Errorf("%q: chunk %s not retrieved: %v", tc.q, tc.chunk, docIDs(res.RetrievedDocs))
 		}
+		// The qa route ran the corrective loop, and its trace says why each
+		// document was kept or dropped.
+		i := slices.IndexFunc(res.Steps, func(s workflows.Step) bool { return s.Name == "corrective_rag" })
+		if i < 0 || res.Steps[i].Status != "ok" {
+			t.Fatalf("%q: no corrective_rag step in %+v", tc.q, res.Steps)
+		}
+		d := res.Steps[i].Details
+		if path, _ := d["decisionPath"].([]any); len(path) < 2 || path[len(path)-1] != "generate" {
+			t.Errorf("%q: decision path %v", tc.q, d["decisionPath"])
+		}
+		if filter, _ := d["relevanceFilter"].([]any); len(filter) == 0 {
+			t.Errorf("%q: no relevance filter reasons in %v", tc.q, d)
+		}
 		if res.RewrittenQuery != tc.rewritten {
 			t.Errorf("%q: rewritten to %q, want %q", tc.q, res.RewrittenQuery, tc.rewritten)
 		}

@@ -33,6 +33,7 @@ import (
 type Ports struct {
 	Session *activities.Session
 	Ingest  *activities.Ingest
+	RAG     *activities.RAG
 	close   []func() error
 }
 
@@ -69,14 +70,62 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		return nil, fmt.Errorf("vector store: %w", err)
 	}
 	embedder, embedModel := chooseEmbedder(ctx, model, cfg, log)
+	offlineEngine := &offline.Engine{Tokenizer: tok}
+	rag := &activities.RAG{
+		Store: vectors, Embedders: embedders(model, embedder, embedModel, cfg.AltEmbeddingModels),
+		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: offlineEngine,
+		Model: model, Engine: engine, Logger: log,
+	}
+	if engine != offline.ModelName { // a real model grades and rewrites
+		rag.Grader, rag.Reformulator = activities.ModelGrader{Model: model}, activities.ModelReformulator{Model: model}
+	}
+	checkDimension(ctx, rag, cfg, log)
 	return &Ports{
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
 			Knowledge: vectors, Embedder: embedder, EmbedModel: embedModel, Rewriter: offline.Rewriter{},
+			SmallTalk: offlineEngine,
 		},
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Tokenizer: tok, EmbedModel: embedModel},
+		RAG:    rag,
 		close:  []func() error{store.Close, vectors.Close},
 	}, nil
+}
+
+// embedders lists the chosen embedder, then the configured alternatives
+// (dimension adaptation): "offline" is the built-in embedder, other names
+// are Ollama models (usable only when chat runs on Ollama).
+func embedders(chat activities.ChatModel, chosen activities.Embedder, chosenModel string, alts []string) []activities.NamedEmbedder {
+	out := []activities.NamedEmbedder{{Embedder: chosen, Model: chosenModel}}
+	seen := map[string]bool{chosenModel: true}
+	client, isOllama := chat.(*ollama.Client)
+	for _, m := range alts {
+		switch {
+		case seen[m]:
+		case m == offline.ModelName:
+			out = append(out, activities.NamedEmbedder{Embedder: &offline.Engine{}, Model: m})
+		case isOllama:
+			out = append(out, activities.NamedEmbedder{Embedder: client, Model: m})
+		default:
+			continue
+		}
+		seen[m] = true
+	}
+	return out
+}
+
+// checkDimension logs which embedder will search the collection, or why
+// none can: the worker still starts (sessions can chat), and every
+// retrieval reports the same error in its trace.
+func checkDimension(ctx context.Context, rag *activities.RAG, cfg config.Config, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	model, err := activities.CheckEmbedder(cctx, rag)
+	if err != nil {
+		log.Error("knowledge base cannot be searched", "collection", cfg.Collection, "error", err)
+		return
+	}
+	log.Info("knowledge base embedder", "collection", cfg.Collection, "embedder", model)
 }
 
 // chooseEmbedder embeds with Ollama when it serves chat and has the
@@ -135,6 +184,8 @@ func Register(w sdkworker.Registry, p *Ports) {
 	w.RegisterActivityWithOptions(p.Session, activity.RegisterOptions{})
 	w.RegisterWorkflowWithOptions(workflows.IngestWorkflow, workflow.RegisterOptions{Name: workflows.IngestWorkflowName})
 	w.RegisterActivityWithOptions(p.Ingest, activity.RegisterOptions{})
+	w.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
+	w.RegisterActivityWithOptions(p.RAG, activity.RegisterOptions{})
 }
 
 // New returns a worker on the ctxflow task queue with everything registered.

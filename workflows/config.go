@@ -26,10 +26,13 @@ type SessionConfig struct {
 	EnableSummarization  bool    `json:"enableSummarization"`
 	TopK                 int     `json:"topK"`
 	SimilarityThreshold  float64 `json:"similarityThreshold"`
-	MaxRetries           int     `json:"maxRetries"`
-	MaxRewriteAttempts   int     `json:"maxRewriteAttempts"`
-	GradePassThreshold   float64 `json:"gradePassThreshold"`
-	MaxSteps             int     `json:"maxSteps"`
+	// SearchMode is how the knowledge base is searched: dense, keyword or
+	// hybrid ("" is hybrid, for sessions created before the option).
+	SearchMode         string  `json:"searchMode,omitempty"`
+	MaxRetries         int     `json:"maxRetries"`
+	MaxRewriteAttempts int     `json:"maxRewriteAttempts"`
+	GradePassThreshold float64 `json:"gradePassThreshold"`
+	MaxSteps           int     `json:"maxSteps"`
 }
 
 // DefaultSessionConfig returns the defaults of DESIGN.md §8.
@@ -47,6 +50,7 @@ func DefaultSessionConfig() SessionConfig {
 		EnableSummarization:  true,
 		TopK:                 5,
 		SimilarityThreshold:  0.3,
+		SearchMode:           "hybrid",
 		MaxRetries:           3,
 		MaxRewriteAttempts:   3,
 		GradePassThreshold:   0.6,
@@ -96,6 +100,8 @@ func (c SessionConfig) Validate() error {
 	check(c.SummaryThreshold >= 100 && c.SummaryThreshold <= 1_000_000, "summaryThreshold %d out of range [100, 1000000]", c.SummaryThreshold)
 	check(c.TopK >= 1 && c.TopK <= 100, "topK %d out of range [1, 100]", c.TopK)
 	check(c.SimilarityThreshold >= 0 && c.SimilarityThreshold <= 1, "similarityThreshold %g out of range [0, 1]", c.SimilarityThreshold)
+	check(c.SearchMode == "" || c.SearchMode == "dense" || c.SearchMode == "keyword" || c.SearchMode == "hybrid",
+		"searchMode %q is not dense, keyword or hybrid", c.SearchMode)
 	check(c.MaxRetries >= 0 && c.MaxRetries <= 10, "maxRetries %d out of range [0, 10]", c.MaxRetries)
 	check(c.MaxRewriteAttempts >= 0 && c.MaxRewriteAttempts <= 10, "maxRewriteAttempts %d out of range [0, 10]", c.MaxRewriteAttempts)
 	check(c.GradePassThreshold >= 0 && c.GradePassThreshold <= 1, "gradePassThreshold %g out of range [0, 1]", c.GradePassThreshold)
@@ -130,6 +136,7 @@ type TurnOptions struct {
 	EnableQueryRewriting *bool    `json:"enableQueryRewriting,omitempty"`
 	TopK                 *int     `json:"topK,omitempty"`
 	SimilarityThreshold  *float64 `json:"similarityThreshold,omitempty"`
+	SearchMode           *string  `json:"searchMode,omitempty"`
 	MaxRewriteAttempts   *int     `json:"maxRewriteAttempts,omitempty"`
 	GradePassThreshold   *float64 `json:"gradePassThreshold,omitempty"`
 }
@@ -166,6 +173,7 @@ func (o TurnOptions) Apply(c SessionConfig) (SessionConfig, error) {
 	set(&c.EnableQueryRewriting, o.EnableQueryRewriting)
 	set(&c.TopK, o.TopK)
 	set(&c.SimilarityThreshold, o.SimilarityThreshold)
+	set(&c.SearchMode, o.SearchMode)
 	set(&c.MaxRewriteAttempts, o.MaxRewriteAttempts)
 	set(&c.GradePassThreshold, o.GradePassThreshold)
 	if err := c.Validate(); err != nil {

@@ -450,9 +450,14 @@ func (s *session) localCtx(ctx workflow.Context, summary string) workflow.Contex
 // longer than a heartbeat timeout (model calls) heartbeat, so that a worker
 // crash is noticed after Limits.HeartbeatTimeout.
 func (s *session) activityCtx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
+	return activityCtx(ctx, s.limits, summary, timeout, attempts)
+}
+
+// activityCtx is the context of a regular activity under limits.
+func activityCtx(ctx workflow.Context, limits Limits, summary string, timeout time.Duration, attempts int) workflow.Context {
 	var heartbeat time.Duration
-	if timeout > s.limits.HeartbeatTimeout {
-		heartbeat = s.limits.HeartbeatTimeout
+	if timeout > limits.HeartbeatTimeout {
+		heartbeat = limits.HeartbeatTimeout
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout,
@@ -460,7 +465,7 @@ func (s *session) activityCtx(ctx workflow.Context, summary string, timeout time
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 			MaximumAttempts:        int32(attempts),
-			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput, activities.ErrTypeModelPermanent},
+			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput, activities.ErrTypeModelPermanent, activities.ErrTypeDimension},
 		},
 		Summary: summary,
 	})

@@ -84,7 +84,9 @@ func newHarness(t *testing.T) *harness {
 	return newHarnessWith(t, store)
 }
 
-func newHarnessWith(t *testing.T, store *transcript.FileStore) *harness {
+// newHarnessWith builds a harness on store; each extra function may change
+// the session's ports and register more with the environment before start.
+func newHarnessWith(t *testing.T, store *transcript.FileStore, extra ...func(*activities.Session, *testsuite.TestWorkflowEnvironment)) *harness {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -95,7 +97,11 @@ func newHarnessWith(t *testing.T, store *transcript.FileStore) *harness {
 	}
 	model := &fakeModel{}
 	env.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
-	env.RegisterActivity(&activities.Session{Transcript: store, Model: model, Tokenizer: tok, Engine: "fake"})
+	sess := &activities.Session{Transcript: store, Model: model, Tokenizer: tok, Engine: "fake"}
+	for _, f := range extra {
+		f(sess, env)
+	}
+	env.RegisterActivity(sess)
 	return &harness{env: env, model: model, store: store, key: activities.SessionKey{Tenant: "t1", SessionID: "s1"}}
 }
 

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -24,19 +25,25 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	opts, _ := ParseTurnOptions(req.Config) // validated above
 	cfg, _ := opts.Apply(s.st.Config)
 
+	// Sessions recorded before the corrective loop existed replay without it.
+	corrective := workflow.GetVersion(ctx, "corrective-rag", workflow.DefaultVersion, 1) >= 1 && cfg.TopK > 0
 	var lc activities.LoadContextResult
 	err := s.step(ctx, res, "load_context", func() (map[string]any, error) {
 		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, fmt.Sprintf("load context (%s, %d rounds, %d tokens)", cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens)),
 			sa.LoadContext, activities.LoadContextInput{
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
 				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
-				SummaryID: s.summaryID(), Fallback: s.fallback(cfg),
+				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: corrective,
 			}).Get(ctx, &lc)
-		return map[string]any{
+		details := map[string]any{
 			"windowMessages": len(lc.WindowIDs), "tokensBefore": lc.TokensBefore,
 			"tokensAfter": lc.TokensAfter, "trimmedCount": lc.TrimmedCount,
 			"summaryUsed": lc.SummaryUsed, "fallbackTruncation": lc.Degraded,
-		}, err
+		}
+		if lc.Route != "" {
+			details["route"], details["routeReason"] = lc.Route, lc.RouteReason
+		}
+		return details, err
 	})
 	if err != nil {
 		s.fail(res, "load context", err)
@@ -61,14 +68,24 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	if lc.SummaryUsed {
 		summaryID = s.summaryID()
 	}
+	gin := activities.GenerateInput{
+		Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
+		SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
+		TopK: cfg.TopK, RewriteQuery: cfg.EnableQueryRewriting,
+	}
+	if corrective {
+		gin.TopK, gin.RewriteQuery = 0, false // retrieval is the corrective loop's
+	}
 	var gen activities.GenerateResult
-	err = s.step(ctx, res, "generate", func() (map[string]any, error) {
+	if lc.Route == activities.RouteQA {
+		gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, gin, res)
+		if err != nil {
+			s.fail(res, "answer from the knowledge base", err)
+			return
+		}
+	} else if err = s.step(ctx, res, "generate", func() (map[string]any, error) {
 		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1),
-			sa.Generate, activities.GenerateInput{
-				Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
-				SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
-				TopK: cfg.TopK, RewriteQuery: cfg.EnableQueryRewriting,
-			}).Get(ctx, &gen)
+			sa.Generate, gin).Get(ctx, &gen)
 		details := map[string]any{
 			"model": cfg.LLMModel, "engine": gen.Engine, "retrievedDocs": len(gen.Docs),
 			"promptTokens": gen.PromptTokens, "completionTokens": gen.CompletionTokens,
@@ -77,8 +94,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 			details["retrievalError"] = gen.RetrievalError
 		}
 		return details, err
-	})
-	if err != nil {
+	}); err != nil {
 		s.fail(res, "model unavailable", err)
 		return
 	}
@@ -104,6 +120,73 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	s.st.Messages = saved.Messages
 	s.summaryDue = saved.SummaryDue
 	s.complete(res, saved.MessageID, gen.Answer)
+}
+
+// answerFromKnowledge is the qa route: the question made standalone from
+// the conversation, then the corrective loop (a child workflow, whose
+// history holds the documents) answering over the turn's window.
+func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg SessionConfig,
+	lc activities.LoadContextResult, gin activities.GenerateInput, res *TurnResult,
+) (activities.GenerateResult, error) {
+	rq := activities.RewriteQuestionResult{Question: req.Question}
+	if cfg.EnableQueryRewriting && len(lc.WindowIDs) > 1 {
+		err := s.step(ctx, res, "rewrite_query", func() (map[string]any, error) {
+			err := workflow.ExecuteActivity(s.activityCtx(ctx, "rewrite the question to stand alone", s.limits.LLMTimeout, cfg.MaxRetries+1),
+				sa.RewriteQuestion, activities.RewriteQuestionInput{Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs}).Get(ctx, &rq)
+			return map[string]any{"query": rq.Question, "rewritten": rq.Rewritten, "topic": rq.Topic}, err
+		})
+		if err != nil { // retrieval goes on with the question as asked
+			res.Steps[len(res.Steps)-1].Status = "degraded"
+			rq = activities.RewriteQuestionResult{Question: req.Question}
+		}
+	}
+	res.Topic = rq.Topic
+	var out CorrectiveResult
+	childID := fmt.Sprintf("%s/rag/%s", workflow.GetInfo(ctx).WorkflowExecution.ID, req.TurnID)
+	err := s.step(ctx, res, "corrective_rag", func() (map[string]any, error) {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:               childID,
+			WorkflowExecutionTimeout: 4*s.limits.LLMTimeout*time.Duration(cfg.MaxRewriteAttempts+2) + time.Minute,
+			StaticSummary:            fmt.Sprintf("corrective retrieval for turn %s of session %s", req.TurnID, s.key),
+		})
+		err := workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
+			Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
+			MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
+			Model: cfg.LLMModel, Topic: rq.Topic, Generate: &gin, Limits: s.limits,
+		}).Get(ctx, &out)
+		g := out.GraderResult
+		details := map[string]any{
+			"workflowId": childID, "decisionPath": out.Workflow.DecisionPath, "finalQuery": out.Query.Final,
+			"rewriteCount": out.Query.RewriteCount, "passRate": g.PassRate, "passCount": g.PassCount,
+			"totalCount": g.TotalCount, "usedDocuments": out.Retrieval.FilteredDocuments,
+			"model": out.Model, "engine": out.Engine,
+		}
+		if g.Degraded != "" {
+			details["graderDegraded"] = g.Degraded
+		}
+		if out.Retrieval.Error != "" {
+			details["retrievalError"] = out.Retrieval.Error
+		}
+		var filter []string
+		for _, d := range out.Retrieval.Documents {
+			filter = append(filter, fmt.Sprintf("%s %s: %s", d.ID, map[bool]string{true: "kept", false: "dropped"}[d.FilterKept], d.FilterReason))
+		}
+		details["relevanceFilter"] = filter
+		return details, err
+	})
+	gen := activities.GenerateResult{
+		Answer: out.Answer, Model: out.Model, Engine: out.Engine,
+		PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, RetrievalError: out.Retrieval.Error,
+	}
+	if rq.Rewritten {
+		gen.RewrittenQuery = rq.Question
+	}
+	for _, d := range out.Retrieval.Documents {
+		if d.Passed {
+			gen.Docs = append(gen.Docs, activities.DocRef{ID: d.ID, Score: d.Score, Source: d.Source})
+		}
+	}
+	return gen, err
 }
 
 // calibrated is the window with its token budget in tiktoken tokens scaled

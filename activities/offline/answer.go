@@ -90,11 +90,7 @@ func Answer(question string, docs []Document) AnswerResult {
 		}
 	}
 	if len(relevant) == 0 {
-		text := fmt.Sprintf("%sThe knowledge base has nothing on “%s”.", label, subject)
-		if zh {
-			text = fmt.Sprintf("%s知识库中没有关于「%s」的内容。", label, subject)
-		}
-		return AnswerResult{Text: text, Kind: AnswerNotFound}
+		return nothingFound(q)
 	}
 	sort.SliceStable(relevant, func(a, b int) bool { return relevant[a].score > relevant[b].score })
 	wantsNumber := containsAny(strings.ToLower(q), quantityWords)
@@ -149,6 +145,16 @@ func Answer(question string, docs []Document) AnswerResult {
 	}
 	res.Text = b.String()
 	return res
+}
+
+// nothingFound is the honest answer when the knowledge base holds nothing
+// on question q.
+func nothingFound(q string) AnswerResult {
+	subject, _ := trimEndPunct(clip(q, 80))
+	if isChinese(q) {
+		return AnswerResult{Text: fmt.Sprintf("%s知识库中没有关于「%s」的内容。", labelZH, subject), Kind: AnswerNotFound}
+	}
+	return AnswerResult{Text: fmt.Sprintf("%s The knowledge base has nothing on “%s”.", labelEN, subject), Kind: AnswerNotFound}
 }
 
 // greetingReply is the template reply to a greeting of the given kind.

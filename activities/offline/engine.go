@@ -214,9 +214,14 @@ func (e *Engine) reply(msgs []convo.ModelMessage) (string, error) {
 	}
 	var history []convo.Message
 	var docs []Document
+	searched := false // the knowledge base was searched and had nothing
 	for i, m := range msgs {
 		switch m.Role {
 		case string(convo.RoleSystem):
+			if strings.HasPrefix(strings.TrimSpace(m.Content), activities.NothingRelevant) {
+				searched = true
+				continue
+			}
 			if body, ok := strings.CutPrefix(strings.TrimSpace(m.Content), summaryPrefix); ok {
 				history = append(history, convo.Message{Role: convo.RoleSystem, Content: body})
 				continue
@@ -241,6 +246,9 @@ func (e *Engine) reply(msgs []convo.ModelMessage) (string, error) {
 		}
 	}
 	q := Rewrite(msgs[last].Content, history).Query
+	if searched && len(docs) == 0 && !isSmallTalk(strings.TrimSpace(q)) {
+		return nothingFound(strings.TrimSpace(q)).Text, nil
+	}
 	return Answer(q, docs).Text, nil
 }
 

@@ -620,3 +620,14 @@ func (Rewriter) Rewrite(ctx context.Context, question string, history []convo.Me
 	}
 	return Rewrite(question, history).Query, nil
 }
+
+var _ activities.TopicRewriter = Rewriter{}
+
+// RewriteWithTopic implements [activities.TopicRewriter].
+func (Rewriter) RewriteWithTopic(ctx context.Context, question string, history []convo.Message) (string, string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", "", err
+	}
+	r := Rewrite(question, history)
+	return r.Query, r.Topic, nil
+}

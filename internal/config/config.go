@@ -31,11 +31,14 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	TurnWaitTimeout time.Duration
 
-	OllamaHost     string
-	ModelProvider  string
-	Collection     string
-	Tokenizer      string
-	TranscriptSync bool
+	OllamaHost    string
+	ModelProvider string
+	Collection    string
+	// AltEmbeddingModels are tried when the collection's dimension is not
+	// the embedding model's ("offline" is the built-in embedder).
+	AltEmbeddingModels []string
+	Tokenizer          string
+	TranscriptSync     bool
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -68,6 +71,7 @@ var Vars = []Var{
 	{"CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)"},
 	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
 	{"CTXFLOW_EMBEDDING_MODEL", "bge-m3:latest", "default embedding model of new sessions"},
+	{"CTXFLOW_ALT_EMBEDDING_MODELS", "offline", "embedders tried, in order, when the collection's dimension is not the embedding model's (comma-separated Ollama models; `offline` is the built-in n-gram embedder, 384 dimensions)"},
 	{"CONTEXT_MAX_TOKENS", "4000", "default token budget of the model view"},
 	{"SUMMARY_TRIGGER_THRESHOLD", "3000", "default token count above which older history is summarised"},
 	{"LLM_TIMEOUT", "60s", "start-to-close timeout of one model call (an activity)"},
@@ -105,6 +109,11 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.Session = workflows.DefaultSessionConfig()
 	c.Session.LLMModel = p.str("CTXFLOW_LLM_MODEL", c.Session.LLMModel)
 	c.Session.EmbeddingModel = p.str("CTXFLOW_EMBEDDING_MODEL", c.Session.EmbeddingModel)
+	for _, m := range strings.Split(p.str("CTXFLOW_ALT_EMBEDDING_MODELS", "offline"), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			c.AltEmbeddingModels = append(c.AltEmbeddingModels, m)
+		}
+	}
 	c.Session.MaxTokens = p.int("CONTEXT_MAX_TOKENS", c.Session.MaxTokens)
 	c.Session.SummaryThreshold = p.int("SUMMARY_TRIGGER_THRESHOLD", c.Session.SummaryThreshold)
 

@@ -30,24 +30,25 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("load with an empty environment: %v", err)
 	}
 	want := Config{
-		TemporalAddress:   "127.0.0.1:7233",
-		TemporalNamespace: "default",
-		HTTPAddr:          ":8080",
-		UIPort:            8233,
-		TemporalPort:      7233,
-		DataDir:           "./data",
-		MaxBodyBytes:      1 << 20,
-		ShutdownTimeout:   15 * time.Second,
-		TurnWaitTimeout:   5 * time.Minute,
-		OllamaHost:        "http://127.0.0.1:11434",
-		ModelProvider:     "auto",
-		Collection:        "rag_documents",
-		Tokenizer:         "cl100k_base",
-		TranscriptSync:    true,
-		Session:           workflows.DefaultSessionConfig(),
-		Limits:            workflows.DefaultLimits(),
-		LogLevel:          slog.LevelInfo,
-		LogFormat:         "text",
+		TemporalAddress:    "127.0.0.1:7233",
+		TemporalNamespace:  "default",
+		HTTPAddr:           ":8080",
+		UIPort:             8233,
+		TemporalPort:       7233,
+		DataDir:            "./data",
+		MaxBodyBytes:       1 << 20,
+		ShutdownTimeout:    15 * time.Second,
+		TurnWaitTimeout:    5 * time.Minute,
+		OllamaHost:         "http://127.0.0.1:11434",
+		ModelProvider:      "auto",
+		Collection:         "rag_documents",
+		AltEmbeddingModels: []string{"offline"},
+		Tokenizer:          "cl100k_base",
+		TranscriptSync:     true,
+		Session:            workflows.DefaultSessionConfig(),
+		Limits:             workflows.DefaultLimits(),
+		LogLevel:           slog.LevelInfo,
+		LogFormat:          "text",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -91,6 +92,9 @@ func TestOverrides(t *testing.T) {
 		{"OLLAMA_HOST", "http://gpu:11434", func(c Config) bool { return c.OllamaHost == "http://gpu:11434" }},
 		{"CTXFLOW_MODEL_PROVIDER", "offline", func(c Config) bool { return c.ModelProvider == "offline" }},
 		{"CTXFLOW_COLLECTION", "docs", func(c Config) bool { return c.Collection == "docs" }},
+		{"CTXFLOW_ALT_EMBEDDING_MODELS", " nomic-embed-text , offline,", func(c Config) bool {
+			return reflect.DeepEqual(c.AltEmbeddingModels, []string{"nomic-embed-text", "offline"})
+		}},
 		{"CTXFLOW_TOKENIZER", "o200k_base", func(c Config) bool { return c.Tokenizer == "o200k_base" }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "false", func(c Config) bool { return !c.TranscriptSync }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "0", func(c Config) bool { return !c.TranscriptSync }},

@@ -1,0 +1,469 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// Grade is a grader's verdict on one document (seed 003's
+// {is_relevant, confidence, reasoning}).
+type Grade struct {
+	IsRelevant bool    `json:"is_relevant"`
+	Confidence float64 `json:"confidence"`
+	Reasoning  string  `json:"reasoning"`
+}
+
+// Grader judges whether a document holds what answering query needs. The
+// model grader asks a chat model for structured output; the offline engine
+// grades lexically.
+type Grader interface {
+	Grade(ctx context.Context, model, query, document string) (Grade, error)
+}
+
+// Reformulation is a corrective rewrite of a query that retrieved nothing
+// useful (seed 003's {rewritten_query, rewrite_reason, keywords}).
+type Reformulation struct {
+	RewrittenQuery string   `json:"rewritten_query"`
+	RewriteReason  string   `json:"rewrite_reason"`
+	Keywords       []string `json:"keywords"`
+}
+
+// ReformulateRequest is what a reformulator sees: the user's question, the
+// query that just failed, what it retrieved and the earlier rewrites.
+type ReformulateRequest struct {
+	Original string
+	Current  string
+	// Failed are the texts the failed query retrieved.
+	Failed  []string
+	History []Reformulation
+}
+
+// Reformulator rewrites a query for another retrieval attempt.
+type Reformulator interface {
+	Reformulate(ctx context.Context, model string, req ReformulateRequest) (Reformulation, error)
+}
+
+// Relevance scores a document against a query without a model (keyword and
+// entity overlap plus n-gram similarity); the relevance filter and the
+// fallback of a failed grader use it. Score is in [0, 1].
+type Relevance interface {
+	Relevance(query, document string) (relevant bool, score float64, reason string)
+}
+
+// NamedEmbedder is an embedder and the model it embeds with.
+type NamedEmbedder struct {
+	Embedder Embedder
+	Model    string
+}
+
+// RAG holds the ports of the corrective-retrieval activities (seed 003):
+// retrieve with the relevance filter, grade, reformulate, answer.
+type RAG struct {
+	Store VectorStore
+	// Embedders are tried in order for a collection's dimension: the
+	// configured embedder first, then the alternatives (seed 000 §3.3.1).
+	Embedders    []NamedEmbedder
+	Grader       Grader
+	Reformulator Reformulator
+	Relevance    Relevance
+	// Model answers standalone corrective queries; Engine names its provider.
+	Model  ChatModel
+	Engine string
+	Logger *slog.Logger
+
+	dims sync.Map // embedding model → dimension, learnt from its vectors
+}
+
+// ErrTypeDimension marks a collection no configured embedder can search.
+const ErrTypeDimension = "DimensionMismatch"
+
+// RetrieveInput is one retrieval of the corrective loop.
+type RetrieveInput struct {
+	Query string `json:"query"`
+	TopK  int    `json:"topK"`
+	// SimilarityThreshold is the relevance filter's minimum cosine
+	// similarity (dense and hybrid modes).
+	SimilarityThreshold float64    `json:"similarityThreshold"`
+	Mode                SearchMode `json:"mode,omitempty"`
+	// Topic is the conversation's topic, if known: a document that matches
+	// neither the query nor the topic is dropped by the filter.
+	Topic  string            `json:"topic,omitempty"`
+	Filter map[string]string `json:"filter,omitempty"`
+}
+
+// RetrievedDoc is a retrieved chunk with the relevance filter's verdict.
+type RetrievedDoc struct {
+	ID         string  `json:"id"`
+	DocumentID string  `json:"documentId,omitempty"`
+	Source     string  `json:"source,omitempty"`
+	Text       string  `json:"text"`
+	Score      float64 `json:"score"`
+	// Similarity is the cosine similarity to the query; nil when the
+	// document was found by keyword only.
+	Similarity *float64 `json:"similarity,omitempty"`
+	// Kept is the relevance filter's verdict and Reason its explanation.
+	Kept   bool   `json:"kept"`
+	Reason string `json:"reason"`
+}
+
+// RetrieveResult is a retrieval's documents, best first.
+type RetrieveResult struct {
+	Docs []RetrievedDoc `json:"docs"`
+	// Empty reports an empty knowledge base: there is nothing to correct.
+	Empty bool `json:"empty,omitempty"`
+	// EmbedModel is the embedder that matched the collection's dimension.
+	EmbedModel string `json:"embedModel,omitempty"`
+}
+
+// Retrieve searches the knowledge base and runs the relevance filter (seed
+// 000 §3.3.2) over the hits: a document below the similarity threshold is
+// dropped; one that matches the query's keywords or entities, or is very
+// similar, is kept; one that matches only the conversation's topic is kept
+// as on-topic; the rest are dropped. Each verdict carries its reason.
+//
+// Hybrid mode runs the dense and keyword searches and fuses them by
+// reciprocal rank, so that the filter knows each document's similarity.
+func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, error) {
+	info, err := a.Store.Info(ctx)
+	if err != nil {
+		return RetrieveResult{}, fmt.Errorf("retrieve %q: collection info: %w", clipText(in.Query, 60), err)
+	}
+	if info.Count == 0 {
+		return RetrieveResult{Empty: true}, nil
+	}
+	topK := max(in.TopK, 1)
+	mode := in.Mode
+	if mode == "" {
+		mode = SearchHybrid
+	}
+	var res RetrieveResult
+	var dense, keyword []Hit
+	if mode != SearchKeyword {
+		vec, model, err := a.embedQuery(ctx, in.Query, info)
+		if err != nil {
+			return res, err
+		}
+		res.EmbedModel = model
+		// Filtering happens below, with reasons: search without a minimum.
+		dense, err = a.Store.Search(ctx, SearchRequest{Vector: vec, Mode: SearchDense, TopK: topK, Filter: in.Filter})
+		if err != nil {
+			return res, fmt.Errorf("retrieve %q: dense search: %w", clipText(in.Query, 60), err)
+		}
+	}
+	if mode != SearchDense {
+		keyword, err = a.Store.Search(ctx, SearchRequest{Text: in.Query, Mode: SearchKeyword, TopK: topK, Filter: in.Filter})
+		if err != nil {
+			return res, fmt.Errorf("retrieve %q: keyword search: %w", clipText(in.Query, 60), err)
+		}
+	}
+	sims := make(map[string]float64, len(dense))
+	for _, h := range dense {
+		sims[h.Chunk.ID] = h.Score
+	}
+	hits := dense
+	switch mode {
+	case SearchKeyword:
+		hits = keyword
+	case SearchHybrid:
+		hits = FuseRRF(dense, keyword)
+	}
+	if len(hits) > topK {
+		hits = hits[:topK]
+	}
+	for _, h := range hits {
+		d := RetrievedDoc{
+			ID: h.Chunk.ID, DocumentID: h.Chunk.DocumentID, Source: h.Chunk.Metadata["source"],
+			Text: h.Chunk.Text, Score: h.Score,
+		}
+		if s, ok := sims[h.Chunk.ID]; ok {
+			d.Similarity = &s
+		}
+		d.Kept, d.Reason = a.filter(in, d)
+		res.Docs = append(res.Docs, d)
+	}
+	return res, nil
+}
+
+// highSimilarity keeps a document without a keyword match (seed 000:
+// "at least one keyword, or a high similarity").
+const highSimilarity = 0.5
+
+// filter is the relevance filter's verdict on one document.
+func (a *RAG) filter(in RetrieveInput, d RetrievedDoc) (bool, string) {
+	if d.Similarity != nil && *d.Similarity < in.SimilarityThreshold {
+		return false, fmt.Sprintf("similarity %.2f below the threshold %.2f", *d.Similarity, in.SimilarityThreshold)
+	}
+	if a.Relevance == nil {
+		return true, "no relevance filter configured"
+	}
+	ok, _, why := a.Relevance.Relevance(in.Query, d.Text)
+	switch {
+	case ok:
+		return true, "matches the query: " + why
+	case d.Similarity != nil && *d.Similarity >= highSimilarity:
+		return true, fmt.Sprintf("similarity %.2f is high though %s", *d.Similarity, why)
+	case in.Topic != "" && strings.Contains(strings.ToLower(d.Text), strings.ToLower(in.Topic)):
+		return true, fmt.Sprintf("on the conversation's topic %q though %s", in.Topic, why)
+	}
+	return false, why
+}
+
+// embedQuery embeds query with the first embedder whose dimension is the
+// collection's; it never searches with a wrong-dimension vector.
+func (a *RAG) embedQuery(ctx context.Context, query string, info CollectionInfo) ([]float32, string, error) {
+	var tried []string
+	for i, e := range a.Embedders {
+		if d, ok := a.dims.Load(e.Model); ok && info.Dimension > 0 && d.(int) != info.Dimension {
+			tried = append(tried, fmt.Sprintf("%s (%d)", e.Model, d.(int)))
+			continue
+		}
+		vs, err := e.Embedder.Embed(ctx, e.Model, []string{query})
+		if err != nil {
+			err = fmt.Errorf("embed query with %s: %w", e.Model, err)
+			if IsPermanent(err) {
+				return nil, "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+			}
+			return nil, "", err
+		}
+		if len(vs) != 1 || len(vs[0]) == 0 {
+			return nil, "", fmt.Errorf("embed query with %s: got %d vectors", e.Model, len(vs))
+		}
+		a.dims.Store(e.Model, len(vs[0]))
+		if info.Dimension == 0 || len(vs[0]) == info.Dimension {
+			if i > 0 {
+				a.logger(ctx).Info("embedder adapted to the collection's dimension",
+					"collection", info.Name, "dimension", info.Dimension, "embedder", e.Model, "instead of", a.Embedders[0].Model)
+			}
+			return vs[0], e.Model, nil
+		}
+		tried = append(tried, fmt.Sprintf("%s (%d)", e.Model, len(vs[0])))
+	}
+	if len(tried) == 0 {
+		tried = append(tried, "none configured")
+	}
+	msg := fmt.Sprintf("collection %q has dimension %d but no configured embedder matches: tried %s; "+
+		"set CTXFLOW_EMBEDDING_MODEL (or CTXFLOW_ALT_EMBEDDING_MODELS) to a model of dimension %d, "+
+		"or ingest into a new collection (CTXFLOW_COLLECTION)",
+		info.Name, info.Dimension, strings.Join(tried, ", "), info.Dimension)
+	return nil, "", temporal.NewNonRetryableApplicationError(msg, ErrTypeDimension, ErrDimension)
+}
+
+// CheckEmbedder is the start-up check of dimension adaptation: it names the
+// embedder that will search a's collection, or returns the error every
+// retrieval would. (A function, not a method: RAG's methods are activities.)
+func CheckEmbedder(ctx context.Context, a *RAG) (string, error) {
+	info, err := a.Store.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("collection info: %w", err)
+	}
+	_, model, err := a.embedQuery(ctx, "dimension check", info)
+	return model, err
+}
+
+func (a *RAG) logger(ctx context.Context) interface{ Info(string, ...any) } {
+	if activity.IsActivity(ctx) {
+		return activity.GetLogger(ctx)
+	}
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// FuseRRF merges ranked lists by reciprocal rank fusion: a hit at rank r
+// (from 1) of a list scores 1/(RRFK+r), summed over the lists. Ties go to
+// the better best rank, then to the smaller id, so the order is stable.
+func FuseRRF(lists ...[]Hit) []Hit {
+	type acc struct {
+		hit   Hit
+		score float64
+		best  int
+	}
+	byID := map[string]*acc{}
+	var all []*acc
+	for _, l := range lists {
+		for i, h := range l {
+			rank := i + 1
+			a := byID[h.Chunk.ID]
+			if a == nil {
+				a = &acc{hit: h, best: rank}
+				byID[h.Chunk.ID] = a
+				all = append(all, a)
+			}
+			a.score += 1 / float64(RRFK+rank)
+			a.best = min(a.best, rank)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		if all[i].best != all[j].best {
+			return all[i].best < all[j].best
+		}
+		return all[i].hit.Chunk.ID < all[j].hit.Chunk.ID
+	})
+	out := make([]Hit, len(all))
+	for i, a := range all {
+		out[i] = a.hit
+		out[i].Score = a.score
+	}
+	return out
+}
+
+// RRFK is the reciprocal-rank-fusion constant.
+const RRFK = 60
+
+// GradeInput asks whether one document answers a query.
+type GradeInput struct {
+	Query string       `json:"query"`
+	Doc   RetrievedDoc `json:"doc"`
+	Model string       `json:"model"`
+}
+
+// GradeDoc grades one document (one activity per document, so that a
+// retrieval's documents are graded in parallel).
+func (a *RAG) GradeDoc(ctx context.Context, in GradeInput) (Grade, error) {
+	defer keepAlive(ctx)()
+	g, err := a.Grader.Grade(ctx, in.Model, in.Query, in.Doc.Text)
+	if err != nil {
+		err = fmt.Errorf("grade %s for %q: %w", in.Doc.ID, clipText(in.Query, 60), err)
+		if IsPermanent(err) {
+			return Grade{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+		}
+		return Grade{}, err
+	}
+	g.Confidence = min(max(g.Confidence, 0), 1)
+	return g, nil
+}
+
+// ReformulateInput asks for a better query after a failed retrieval.
+type ReformulateInput struct {
+	Original string          `json:"original"`
+	Current  string          `json:"current"`
+	Failed   []string        `json:"failed,omitempty"`
+	History  []Reformulation `json:"history,omitempty"`
+	Model    string          `json:"model"`
+}
+
+// Reformulate rewrites the current query for another retrieval.
+func (a *RAG) Reformulate(ctx context.Context, in ReformulateInput) (Reformulation, error) {
+	defer keepAlive(ctx)()
+	r, err := a.Reformulator.Reformulate(ctx, in.Model, ReformulateRequest{
+		Original: in.Original, Current: in.Current, Failed: in.Failed, History: in.History,
+	})
+	if err != nil {
+		err = fmt.Errorf("rewrite %q: %w", clipText(in.Current, 60), err)
+		if IsPermanent(err) {
+			return Reformulation{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+		}
+		return Reformulation{}, err
+	}
+	r.RewrittenQuery = strings.TrimSpace(r.RewrittenQuery)
+	return r, nil
+}
+
+// AnswerInput asks for an answer from graded documents (standalone
+// corrective queries; sessions answer with Session.Generate).
+type AnswerInput struct {
+	Query   string       `json:"query"`
+	Docs    []DocText    `json:"docs"`
+	Model   string       `json:"model"`
+	Options ModelOptions `json:"options"`
+}
+
+// DocText is a document shown to the answering model.
+type DocText struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// AnswerResult is a generated answer.
+type AnswerResult struct {
+	Answer           string `json:"answer"`
+	Model            string `json:"model"`
+	Engine           string `json:"engine"`
+	PromptTokens     int    `json:"promptTokens,omitempty"`
+	CompletionTokens int    `json:"completionTokens,omitempty"`
+}
+
+// Answer generates the answer to a standalone query from the documents
+// that passed the grader (seed 003's generate prompt); with none it answers
+// honestly that the knowledge base has nothing on the question.
+func (a *RAG) Answer(ctx context.Context, in AnswerInput) (AnswerResult, error) {
+	defer keepAlive(ctx)()
+	msgs := []convo.ModelMessage{
+		{Role: string(convo.RoleSystem), Content: answerPrompt},
+		{Role: string(convo.RoleSystem), Content: DocumentsMessage(in.Docs)},
+		{Role: string(convo.RoleUser), Content: in.Query},
+	}
+	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: msgs, Options: in.Options}, nil)
+	if err != nil {
+		err = fmt.Errorf("answer %q with %s: %w", clipText(in.Query, 60), in.Model, err)
+		if IsPermanent(err) {
+			return AnswerResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+		}
+		return AnswerResult{}, err
+	}
+	answer := strings.TrimSpace(resp.Content)
+	if answer == "" {
+		return AnswerResult{}, fmt.Errorf("answer %q: %s returned an empty answer", clipText(in.Query, 60), in.Model)
+	}
+	model := resp.Model
+	if model == "" {
+		model = in.Model
+	}
+	return AnswerResult{Answer: answer, Model: model, Engine: a.Engine,
+		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens}, nil
+}
+
+// answerPrompt is seed 003's generation instruction.
+const answerPrompt = `Answer the user's question from the knowledge base excerpts that passed a relevance check.
+Use only information from the excerpts and do not make anything up. If the information is incomplete or missing, say so honestly.
+Answer clearly and concisely, in the question's language, and cite the excerpts' [ids].`
+
+// NothingRelevant starts the system message that tells a model the
+// knowledge base was searched and nothing relevant was found, so that it
+// answers honestly instead of from its own knowledge.
+const NothingRelevant = "Knowledge base searched: nothing relevant was found."
+
+// DocumentsMessage renders documents as "[id] text" blocks after a heading,
+// the form the offline engine and a prompted model both read; with no
+// documents it is the [NothingRelevant] note.
+func DocumentsMessage(docs []DocText) string {
+	if len(docs) == 0 {
+		return NothingRelevant + " Say that the knowledge base has nothing on the question."
+	}
+	var b strings.Builder
+	b.WriteString("Knowledge base excerpts; answer from them and cite their [ids]:\n")
+	for _, d := range docs {
+		fmt.Fprintf(&b, "[%s] %s\n", d.ID, strings.TrimSpace(d.Text))
+	}
+	return b.String()
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// errNoJSON is returned when a model's structured answer cannot be read
+// even after it was shown its parse error.
+var errNoJSON = errors.New("no valid JSON after a correction attempt")

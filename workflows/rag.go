@@ -1,0 +1,419 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+)
+
+// CorrectiveRAGWorkflowName is the registered name of [CorrectiveRAGWorkflow].
+const CorrectiveRAGWorkflowName = "CorrectiveRAGWorkflow"
+
+var ra *activities.RAG // method references only
+
+// CorrectiveInput is one corrective retrieval (seed 003). Zero numbers
+// take the defaults of [DefaultConfig].
+type CorrectiveInput struct {
+	Query               string  `json:"query"`
+	TopK                int     `json:"topK,omitempty"`
+	SimilarityThreshold float64 `json:"similarityThreshold,omitempty"`
+	MaxRewriteAttempts  int     `json:"maxRewriteAttempts,omitempty"`
+	GradePassThreshold  float64 `json:"gradePassThreshold,omitempty"`
+	// SearchMode is dense, keyword or hybrid (default).
+	SearchMode string `json:"searchMode,omitempty"`
+	// Model grades, rewrites and answers.
+	Model string `json:"model,omitempty"`
+	// Topic is the conversation's topic, for the relevance filter.
+	Topic string `json:"topic,omitempty"`
+	// Generate, when set, answers inside a session: the turn's window is
+	// the model view and the graded documents are added to it.
+	Generate *activities.GenerateInput `json:"generate,omitempty"`
+	// IncludeText returns the documents' text (standalone queries; a
+	// session's result stays small).
+	IncludeText bool   `json:"includeText,omitempty"`
+	Limits      Limits `json:"limits"`
+}
+
+// CorrectiveResult is seed 003's response (without its "success").
+type CorrectiveResult struct {
+	Answer           string          `json:"answer"`
+	Model            string          `json:"model,omitempty"`
+	Engine           string          `json:"engine,omitempty"`
+	PromptTokens     int             `json:"promptTokens,omitempty"`
+	CompletionTokens int             `json:"completionTokens,omitempty"`
+	Query            QueryInfo       `json:"query"`
+	RewriteHistory   []RewriteRecord `json:"rewriteHistory"`
+	Retrieval        RetrievalInfo   `json:"retrieval"`
+	GraderResult     GraderResult    `json:"graderResult"`
+	Workflow         WorkflowTrace   `json:"workflow"`
+}
+
+// QueryInfo is the query before and after the loop.
+type QueryInfo struct {
+	Original     string `json:"original"`
+	Final        string `json:"final"`
+	WasRewritten bool   `json:"wasRewritten"`
+	RewriteCount int    `json:"rewriteCount"`
+}
+
+// RewriteRecord is one corrective rewrite.
+type RewriteRecord struct {
+	Attempt        int      `json:"attempt"`
+	From           string   `json:"from"`
+	RewrittenQuery string   `json:"rewrittenQuery"`
+	RewriteReason  string   `json:"rewriteReason"`
+	Keywords       []string `json:"keywords,omitempty"`
+}
+
+// RetrievalInfo lists every document graded, latest verdict first seen.
+type RetrievalInfo struct {
+	TotalDocuments int `json:"totalDocuments"`
+	// FilteredDocuments is how many documents the answer was built from.
+	FilteredDocuments int      `json:"filteredDocuments"`
+	Documents         []RAGDoc `json:"documents"`
+	// Error says why retrieval failed, when it did.
+	Error string `json:"error,omitempty"`
+}
+
+// RAGDoc is a retrieved document with the filter's and grader's verdicts.
+type RAGDoc struct {
+	ID           string            `json:"id"`
+	DocumentID   string            `json:"documentId,omitempty"`
+	Source       string            `json:"source,omitempty"`
+	Content      string            `json:"content,omitempty"`
+	Score        float64           `json:"score"`
+	Similarity   *float64          `json:"similarity,omitempty"`
+	Attempt      int               `json:"attempt"`
+	FilterKept   bool              `json:"filterKept"`
+	FilterReason string            `json:"filterReason"`
+	Grade        *activities.Grade `json:"grade,omitempty"`
+	// GradedBy is "grader", or "relevance_filter" when the grader failed.
+	GradedBy string `json:"gradedBy"`
+	Passed   bool   `json:"passed"`
+}
+
+// GraderResult is the last grading round.
+type GraderResult struct {
+	PassRate      float64 `json:"passRate"`
+	PassCount     int     `json:"passCount"`
+	TotalCount    int     `json:"totalCount"`
+	ShouldRewrite bool    `json:"shouldRewrite"`
+	Reasoning     string  `json:"reasoning"`
+	// Degraded says which documents the relevance filter graded because
+	// the grader failed.
+	Degraded string `json:"degraded,omitempty"`
+}
+
+// WorkflowTrace is how the loop went.
+type WorkflowTrace struct {
+	NodeExecutions []NodeExecution `json:"nodeExecutions"`
+	DecisionPath   []string        `json:"decisionPath"`
+	TotalDuration  int64           `json:"totalDuration"` // milliseconds
+}
+
+// NodeExecution is one run of a node (retrieve, grade, rewrite, generate).
+type NodeExecution struct {
+	Node       string    `json:"node"`
+	Attempt    int       `json:"attempt"`
+	Status     string    `json:"status"` // ok, failed, degraded
+	StartedAt  time.Time `json:"startedAt"`
+	DurationMS int64     `json:"durationMs"`
+	Detail     string    `json:"detail,omitempty"`
+}
+
+// CorrectiveRAGWorkflow runs seed 003's loop: retrieve → grade every
+// document (one activity each, in parallel) → if the pass rate reaches
+// gradePassThreshold, generate; else rewrite the query and retrieve again,
+// at most maxRewriteAttempts times; then generate from the documents that
+// passed, or answer honestly that the knowledge base has nothing. A grader
+// failure degrades to the relevance filter's verdict; a retrieval failure
+// answers without documents; both are recorded in the trace.
+func CorrectiveRAGWorkflow(ctx workflow.Context, in CorrectiveInput) (CorrectiveResult, error) {
+	c := &corrective{in: in.withDefaults(), start: workflow.Now(ctx)}
+	c.res.Query = QueryInfo{Original: in.Query, Final: in.Query}
+	c.res.RewriteHistory = []RewriteRecord{}
+	c.res.Retrieval.Documents = []RAGDoc{}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (CorrectiveResult, error) { return c.res, nil }); err != nil {
+		return c.res, fmt.Errorf("set state query: %w", err)
+	}
+	err := c.run(ctx)
+	c.res.Workflow.TotalDuration = workflow.Now(ctx).Sub(c.start).Milliseconds()
+	return c.res, err
+}
+
+type corrective struct {
+	in    CorrectiveInput
+	res   CorrectiveResult
+	start time.Time
+	byID  map[string]int    // document id → index in res.Retrieval.Documents
+	texts map[string]string // document id → text, for generation
+}
+
+func (in CorrectiveInput) withDefaults() CorrectiveInput {
+	d := DefaultSessionConfig()
+	if in.TopK <= 0 {
+		in.TopK = d.TopK
+	}
+	if in.SimilarityThreshold <= 0 {
+		in.SimilarityThreshold = d.SimilarityThreshold
+	}
+	if in.MaxRewriteAttempts < 0 {
+		in.MaxRewriteAttempts = 0
+	}
+	if in.GradePassThreshold <= 0 {
+		in.GradePassThreshold = d.GradePassThreshold
+	}
+	if in.Model == "" {
+		in.Model = d.LLMModel
+	}
+	in.Limits = in.Limits.withDefaults()
+	return in
+}
+
+func (c *corrective) run(ctx workflow.Context) error {
+	query := c.in.Query
+	tried := map[string]bool{normQuery(query): true}
+	for attempt := 0; ; attempt++ {
+		docs, ok := c.retrieve(ctx, query, attempt)
+		if !ok {
+			break
+		}
+		pass := c.grade(ctx, query, docs, attempt)
+		g := &c.res.GraderResult
+		if !g.ShouldRewrite {
+			c.decide(fmt.Sprintf("grade: %d of %d passed (%.2f ≥ %.2f) → generate", pass, len(docs), g.PassRate, c.in.GradePassThreshold))
+			break
+		}
+		if attempt >= c.in.MaxRewriteAttempts {
+			c.decide(fmt.Sprintf("grade: %d of %d passed (%.2f < %.2f), rewrite limit %d reached → generate",
+				pass, len(docs), g.PassRate, c.in.GradePassThreshold, c.in.MaxRewriteAttempts))
+			break
+		}
+		c.decide(fmt.Sprintf("grade: %d of %d passed (%.2f < %.2f) → rewrite", pass, len(docs), g.PassRate, c.in.GradePassThreshold))
+		next, ok := c.rewrite(ctx, query, docs, attempt)
+		if !ok {
+			break
+		}
+		if tried[normQuery(next)] {
+			c.decide(fmt.Sprintf("rewrite: %q was already tried → generate", next))
+			break
+		}
+		tried[normQuery(next)] = true
+		query = next
+		c.res.Query.Final, c.res.Query.WasRewritten, c.res.Query.RewriteCount = next, true, len(c.res.RewriteHistory)
+	}
+	return c.generate(ctx)
+}
+
+// retrieve runs one retrieval; false ends the loop (no knowledge base, or
+// retrieval failed: the answer goes on without documents).
+func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) ([]activities.RetrievedDoc, bool) {
+	var out activities.RetrieveResult
+	err := c.node(ctx, "retrieve", attempt, func() (string, error) {
+		err := workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("retrieve top %d for %q", c.in.TopK, clip(query, 60)), time.Minute, 3),
+			ra.Retrieve, activities.RetrieveInput{
+				Query: query, TopK: c.in.TopK, SimilarityThreshold: c.in.SimilarityThreshold,
+				Mode: activities.SearchMode(c.in.SearchMode), Topic: c.in.Topic,
+			}).Get(ctx, &out)
+		kept := 0
+		for _, d := range out.Docs {
+			if d.Kept {
+				kept++
+			}
+		}
+		return fmt.Sprintf("%d documents, %d kept by the relevance filter", len(out.Docs), kept), err
+	})
+	switch {
+	case err != nil:
+		c.res.Retrieval.Error = rootMessage(err)
+		c.decide("retrieve failed → generate without documents")
+		return nil, false
+	case out.Empty:
+		c.decide("retrieve: the knowledge base is empty → generate")
+		return nil, false
+	}
+	c.decide(fmt.Sprintf("retrieve %q: %d documents", clip(query, 60), len(out.Docs)))
+	return out.Docs, true
+}
+
+// grade grades docs in parallel and records the round; it returns the
+// number that passed.
+func (c *corrective) grade(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) int {
+	start := workflow.Now(ctx)
+	futures := make([]workflow.Future, len(docs))
+	for i, d := range docs {
+		futures[i] = workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("grade %s", clip(d.ID, 60)), c.in.Limits.LLMTimeout, 2),
+			ra.GradeDoc, activities.GradeInput{Query: query, Doc: d, Model: c.in.Model})
+	}
+	var pass int
+	var failed, reasons []string
+	for i, f := range futures {
+		d := docs[i]
+		doc := RAGDoc{
+			ID: d.ID, DocumentID: d.DocumentID, Source: d.Source, Score: d.Score, Similarity: d.Similarity,
+			Attempt: attempt, FilterKept: d.Kept, FilterReason: d.Reason, GradedBy: "grader",
+		}
+		if c.in.IncludeText {
+			doc.Content = d.Text
+		}
+		var g activities.Grade
+		if err := f.Get(ctx, &g); err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%s)", d.ID, rootMessage(err)))
+			doc.GradedBy, doc.Passed = "relevance_filter", d.Kept
+		} else {
+			doc.Grade, doc.Passed = &g, g.IsRelevant
+		}
+		if doc.Passed {
+			pass++
+		}
+		reasons = append(reasons, fmt.Sprintf("%s: %s", d.ID, verdict(doc)))
+		c.record(doc)
+		c.texts[d.ID] = d.Text
+	}
+	g := GraderResult{PassCount: pass, TotalCount: len(docs), Reasoning: strings.Join(reasons, "; ")}
+	if len(docs) > 0 {
+		g.PassRate = float64(pass) / float64(len(docs))
+	}
+	g.ShouldRewrite = g.PassRate < c.in.GradePassThreshold
+	status, detail := "ok", fmt.Sprintf("%d of %d passed", pass, len(docs))
+	if len(failed) > 0 {
+		g.Degraded = "grader failed, relevance filter used for " + strings.Join(failed, ", ")
+		status, detail = "degraded", detail+"; "+g.Degraded
+		c.decide("grade: " + g.Degraded)
+	}
+	c.res.GraderResult = g
+	c.res.Workflow.NodeExecutions = append(c.res.Workflow.NodeExecutions, NodeExecution{
+		Node: "grade", Attempt: attempt, Status: status, StartedAt: start,
+		DurationMS: workflow.Now(ctx).Sub(start).Milliseconds(), Detail: detail,
+	})
+	return pass
+}
+
+func verdict(d RAGDoc) string {
+	if d.Grade == nil {
+		return fmt.Sprintf("relevance filter %s (%s)", map[bool]string{true: "kept", false: "dropped"}[d.Passed], d.FilterReason)
+	}
+	return fmt.Sprintf("%s (%.2f) %s", map[bool]string{true: "relevant", false: "irrelevant"}[d.Passed], d.Grade.Confidence, d.Grade.Reasoning)
+}
+
+// record adds or updates a graded document in the result.
+func (c *corrective) record(d RAGDoc) {
+	if c.byID == nil {
+		c.byID, c.texts = map[string]int{}, map[string]string{}
+	}
+	docs := &c.res.Retrieval.Documents
+	if i, ok := c.byID[d.ID]; ok {
+		// A document that passed once stays usable.
+		d.Passed = d.Passed || (*docs)[i].Passed
+		(*docs)[i] = d
+		return
+	}
+	c.byID[d.ID] = len(*docs)
+	*docs = append(*docs, d)
+}
+
+// rewrite asks for a better query; false ends the loop.
+func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) (string, bool) {
+	in := activities.ReformulateInput{Original: c.in.Query, Current: query, Model: c.in.Model}
+	for _, d := range docs {
+		in.Failed = append(in.Failed, clip(d.Text, 500))
+	}
+	for _, r := range c.res.RewriteHistory {
+		in.History = append(in.History, activities.Reformulation{RewrittenQuery: r.RewrittenQuery, RewriteReason: r.RewriteReason, Keywords: r.Keywords})
+	}
+	var out activities.Reformulation
+	err := c.node(ctx, "rewrite", attempt, func() (string, error) {
+		err := workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("rewrite %q", clip(query, 60)), c.in.Limits.LLMTimeout, 2),
+			ra.Reformulate, in).Get(ctx, &out)
+		return fmt.Sprintf("%q → %q: %s", clip(query, 60), clip(out.RewrittenQuery, 60), out.RewriteReason), err
+	})
+	if err != nil {
+		c.decide("rewrite failed → generate")
+		return "", false
+	}
+	c.res.RewriteHistory = append(c.res.RewriteHistory, RewriteRecord{
+		Attempt: attempt + 1, From: query, RewrittenQuery: out.RewrittenQuery, RewriteReason: out.RewriteReason, Keywords: out.Keywords,
+	})
+	c.decide(fmt.Sprintf("rewrite → %q", clip(out.RewrittenQuery, 60)))
+	return out.RewrittenQuery, true
+}
+
+// generate answers from the documents that passed, in the order found.
+func (c *corrective) generate(ctx workflow.Context) error {
+	var docs []activities.DocText
+	var ids []string
+	for _, d := range c.res.Retrieval.Documents {
+		if d.Passed {
+			docs = append(docs, activities.DocText{ID: d.ID})
+			ids = append(ids, d.ID)
+		}
+	}
+	c.res.Retrieval.TotalDocuments = len(c.res.Retrieval.Documents)
+	c.res.Retrieval.FilteredDocuments = len(docs)
+	// Texts come from the retrievals; they are in this workflow's history
+	// already, so generation needs no second read of the store.
+	for i := range docs {
+		docs[i].Text = c.texts[docs[i].ID]
+	}
+	return c.node(ctx, "generate", len(c.res.RewriteHistory), func() (string, error) {
+		detail := fmt.Sprintf("from %d documents %v", len(docs), ids)
+		if c.in.Generate != nil {
+			gin := *c.in.Generate
+			gin.UseDocs, gin.Docs = c.res.Retrieval.Error == "", docs
+			var gen activities.GenerateResult
+			err := workflow.ExecuteActivity(c.actx(ctx, "generate with "+gin.Model, c.in.Limits.LLMTimeout, 3), sa.Generate, gin).Get(ctx, &gen)
+			c.res.Answer, c.res.Model, c.res.Engine = gen.Answer, gen.Model, gen.Engine
+			c.res.PromptTokens, c.res.CompletionTokens = gen.PromptTokens, gen.CompletionTokens
+			return detail, err
+		}
+		var out activities.AnswerResult
+		err := workflow.ExecuteActivity(c.actx(ctx, "answer with "+c.in.Model, c.in.Limits.LLMTimeout, 3), ra.Answer,
+			activities.AnswerInput{Query: c.res.Query.Original, Docs: docs, Model: c.in.Model,
+				Options: activities.ModelOptions{NumPredict: c.in.Limits.LLMMaxTokens}}).Get(ctx, &out)
+		c.res.Answer, c.res.Model, c.res.Engine = out.Answer, out.Model, out.Engine
+		c.res.PromptTokens, c.res.CompletionTokens = out.PromptTokens, out.CompletionTokens
+		return detail, err
+	})
+}
+
+// node runs one node and records its execution.
+func (c *corrective) node(ctx workflow.Context, name string, attempt int, fn func() (string, error)) error {
+	start := workflow.Now(ctx)
+	detail, err := fn()
+	n := NodeExecution{Node: name, Attempt: attempt, Status: "ok", StartedAt: start,
+		DurationMS: workflow.Now(ctx).Sub(start).Milliseconds(), Detail: detail}
+	if err != nil {
+		n.Status, n.Detail = "failed", rootMessage(err)
+	}
+	c.res.Workflow.NodeExecutions = append(c.res.Workflow.NodeExecutions, n)
+	if name == "generate" {
+		c.decide("generate")
+	}
+	return err
+}
+
+func (c *corrective) decide(step string) {
+	c.res.Workflow.DecisionPath = append(c.res.Workflow.DecisionPath, step)
+}
+
+func (c *corrective) actx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
+	return activityCtx(ctx, c.in.Limits, summary, timeout, attempts)
+}
+
+// normQuery is a query's comparison form: lower case, single spaces.
+func normQuery(q string) string { return strings.Join(strings.Fields(strings.ToLower(q)), " ") }
+
+// clip shortens s to n bytes at a rune boundary, for summaries and traces.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,356 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/offline"
+	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// fakeKB answers a keyword search with the documents listed for its text:
+// ids "<query with _ for spaces>-<i>", texts as given. A text containing "GOOD" is relevant to
+// the fake grader, one containing "KEEP" passes the fake relevance filter.
+type fakeKB struct {
+	mu       sync.Mutex
+	docs     map[string][]string
+	count    int
+	searches []string
+}
+
+func (k *fakeKB) Upsert(context.Context, []activities.Chunk) error { return nil }
+func (k *fakeKB) DeleteDocument(context.Context, string) error     { return nil }
+func (k *fakeKB) Info(context.Context) (activities.CollectionInfo, error) {
+	return activities.CollectionInfo{Name: "kb", Dimension: 4, Count: k.count}, nil
+}
+
+func (k *fakeKB) Search(_ context.Context, req activities.SearchRequest) ([]activities.Hit, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.searches = append(k.searches, req.Text)
+	var hits []activities.Hit
+	for i, text := range k.docs[req.Text] {
+		hits = append(hits, activities.Hit{
+			Chunk: activities.Chunk{ID: fmt.Sprintf("%s-%d", strings.ReplaceAll(req.Text, " ", "_"), i), DocumentID: req.Text, Text: text},
+			Score: 1 / float64(i+1),
+		})
+	}
+	return hits, nil
+}
+
+// fakeEmbedder embeds every text as the same 4-dimensional vector.
+type fakeEmbedder struct{}
+
+func (fakeEmbedder) Embed(_ context.Context, _ string, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = []float32{1, 0, 0, 0}
+	}
+	return out, nil
+}
+
+type fakeGrader struct{ err error }
+
+func (g fakeGrader) Grade(_ context.Context, _, _, doc string) (activities.Grade, error) {
+	if g.err != nil {
+		return activities.Grade{}, g.err
+	}
+	ok := strings.Contains(doc, "GOOD")
+	return activities.Grade{IsRelevant: ok, Confidence: 0.9, Reasoning: fmt.Sprintf("GOOD in document: %v", ok)}, nil
+}
+
+type fakeRelevance struct{}
+
+func (fakeRelevance) Relevance(_, doc string) (bool, float64, string) {
+	ok := strings.Contains(doc, "KEEP")
+	return ok, 0.5, fmt.Sprintf("KEEP in document: %v", ok)
+}
+
+// scriptedRewrites rewrites to the next query of its script.
+type scriptedRewrites struct {
+	mu      sync.Mutex
+	queries []string
+	seen    []activities.ReformulateRequest
+}
+
+func (s *scriptedRewrites) Reformulate(_ context.Context, _ string, req activities.ReformulateRequest) (activities.Reformulation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = append(s.seen, req)
+	q := s.queries[min(len(s.seen)-1, len(s.queries)-1)]
+	return activities.Reformulation{RewrittenQuery: q, RewriteReason: "scripted", Keywords: []string{q}}, nil
+}
+
+type ragHarness struct {
+	env     *testsuite.TestWorkflowEnvironment
+	kb      *fakeKB
+	rewrite *scriptedRewrites
+}
+
+func newRAGHarness(t *testing.T, docs map[string][]string, rewrites []string, grader activities.Grader) *ragHarness {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	kb := &fakeKB{docs: docs, count: 100}
+	rw := &scriptedRewrites{queries: rewrites}
+	env.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
+	env.RegisterActivity(&activities.RAG{
+		Store: kb, Grader: grader, Reformulator: rw, Relevance: fakeRelevance{},
+		Model: &offline.Engine{}, Engine: "offline",
+	})
+	return &ragHarness{env: env, kb: kb, rewrite: rw}
+}
+
+func (h *ragHarness) run(t *testing.T, in workflows.CorrectiveInput) workflows.CorrectiveResult {
+	t.Helper()
+	in.SearchMode = "keyword"
+	h.env.ExecuteWorkflow(workflows.CorrectiveRAGWorkflowName, in)
+	if !h.env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow error: %v", err)
+	}
+	var res workflows.CorrectiveResult
+	if err := h.env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func nodes(res workflows.CorrectiveResult) []string {
+	var out []string
+	for _, n := range res.Workflow.NodeExecutions {
+		out = append(out, n.Node+":"+n.Status)
+	}
+	return out
+}
+
+func usedIDs(res workflows.CorrectiveResult) []string {
+	var out []string
+	for _, d := range res.Retrieval.Documents {
+		if d.Passed {
+			out = append(out, d.ID)
+		}
+	}
+	return out
+}
+
+func TestCorrectivePassesFirstTime(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{
+		"pixel price": {"GOOD The Pixel 8 costs 699 dollars.", "GOOD Pixel 8 price list.", "GOOD pixel price history", "weather", "GOOD pixel price again"},
+	}, []string{"unused"}, fakeGrader{})
+	res := h.run(t, workflows.CorrectiveInput{Query: "pixel price", MaxRewriteAttempts: 3, GradePassThreshold: 0.6, IncludeText: true})
+
+	if got, want := nodes(res), []string{"retrieve:ok", "grade:ok", "generate:ok"}; !slices.Equal(got, want) {
+		t.Errorf("nodes = %v, want %v", got, want)
+	}
+	g := res.GraderResult
+	if g.PassCount != 4 || g.TotalCount != 5 || g.PassRate != 0.8 || g.ShouldRewrite {
+		t.Errorf("grader result = %+v", g)
+	}
+	if res.Query.WasRewritten || res.Query.RewriteCount != 0 || res.Query.Final != "pixel price" || len(res.RewriteHistory) != 0 {
+		t.Errorf("query = %+v, history %v", res.Query, res.RewriteHistory)
+	}
+	if len(h.rewrite.seen) != 0 {
+		t.Errorf("rewriter called %d times", len(h.rewrite.seen))
+	}
+	if res.Retrieval.TotalDocuments != 5 || res.Retrieval.FilteredDocuments != 4 || res.Retrieval.Documents[0].Content == "" {
+		t.Errorf("retrieval = %+v", res.Retrieval)
+	}
+	// The offline engine answered from the passed documents only, citing them.
+	if !strings.Contains(res.Answer, "[pixel_price-1]") || strings.Contains(res.Answer, "pixel_price-3") || res.Engine != "offline" {
+		t.Errorf("answer = %q (engine %q)", res.Answer, res.Engine)
+	}
+	if last := res.Workflow.DecisionPath[len(res.Workflow.DecisionPath)-1]; last != "generate" {
+		t.Errorf("decision path = %v", res.Workflow.DecisionPath)
+	}
+}
+
+func TestCorrectiveRewritesThenPasses(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{
+		"how much is it":   {"GOOD pixel 8 costs 699", "noise", "noise again", "more noise", "still noise"},
+		"pixel 8 price":    {"GOOD the pixel 8 price is 699 dollars", "GOOD pixel 8 price in euros is 799", "GOOD pixel 8 launch price"},
+		"never reached me": {"GOOD"},
+	}, []string{"pixel 8 price", "never reached me"}, fakeGrader{})
+	res := h.run(t, workflows.CorrectiveInput{Query: "how much is it", MaxRewriteAttempts: 3, GradePassThreshold: 0.6})
+
+	want := []string{"retrieve:ok", "grade:ok", "rewrite:ok", "retrieve:ok", "grade:ok", "generate:ok"}
+	if got := nodes(res); !slices.Equal(got, want) {
+		t.Errorf("nodes = %v, want %v", got, want)
+	}
+	if !res.Query.WasRewritten || res.Query.RewriteCount != 1 || res.Query.Final != "pixel 8 price" {
+		t.Errorf("query = %+v", res.Query)
+	}
+	if len(res.RewriteHistory) != 1 || res.RewriteHistory[0].From != "how much is it" || res.RewriteHistory[0].RewrittenQuery != "pixel 8 price" {
+		t.Errorf("rewrite history = %+v", res.RewriteHistory)
+	}
+	// The rewriter saw the failed query, the original and what it retrieved.
+	seen := h.rewrite.seen[0]
+	if seen.Original != "how much is it" || seen.Current != "how much is it" || len(seen.Failed) != 5 {
+		t.Errorf("rewriter request = %+v", seen)
+	}
+	// Documents that passed in either round are used.
+	if got := usedIDs(res); !slices.Equal(got, []string{"how_much_is_it-0", "pixel_8_price-0", "pixel_8_price-1", "pixel_8_price-2"}) {
+		t.Errorf("used documents = %v", got)
+	}
+	if g := res.GraderResult; g.PassCount != 3 || g.TotalCount != 3 || g.ShouldRewrite {
+		t.Errorf("last grader result = %+v", g)
+	}
+}
+
+func TestCorrectiveNeverPassesStopsAtLimit(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{
+		"q0": {"noise a", "noise b"}, "q1": {"noise c"}, "q2": {"noise d"}, "q3": {"noise e"},
+	}, []string{"q1", "q2", "q3"}, fakeGrader{})
+	res := h.run(t, workflows.CorrectiveInput{Query: "q0", MaxRewriteAttempts: 2, GradePassThreshold: 0.6})
+
+	want := []string{"retrieve:ok", "grade:ok", "rewrite:ok", "retrieve:ok", "grade:ok", "rewrite:ok", "retrieve:ok", "grade:ok", "generate:ok"}
+	if got := nodes(res); !slices.Equal(got, want) {
+		t.Errorf("nodes = %v, want %v", got, want)
+	}
+	if res.Query.RewriteCount != 2 || res.Query.Final != "q2" || len(h.rewrite.seen) != 2 {
+		t.Errorf("query = %+v, rewriter calls %d", res.Query, len(h.rewrite.seen))
+	}
+	if !strings.Contains(res.Workflow.DecisionPath[len(res.Workflow.DecisionPath)-2], "rewrite limit 2 reached") {
+		t.Errorf("decision path = %v", res.Workflow.DecisionPath)
+	}
+	if res.Retrieval.FilteredDocuments != 0 || res.Retrieval.TotalDocuments != 4 {
+		t.Errorf("retrieval = %+v", res.Retrieval)
+	}
+	// The answer is honest: nothing relevant, naming the question.
+	if !strings.Contains(res.Answer, "The knowledge base has nothing on “q0”") {
+		t.Errorf("answer = %q", res.Answer)
+	}
+	// The second rewrite saw the first in its history.
+	if h := h.rewrite.seen[1].History; len(h) != 1 || h[0].RewrittenQuery != "q1" {
+		t.Errorf("rewrite history shown to the rewriter = %+v", h)
+	}
+}
+
+func TestCorrectiveGraderFailureDegradesToFilter(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{
+		"q": {"KEEP one", "KEEP two", "drop three"},
+	}, []string{"unused"}, fakeGrader{err: errors.New("grader model is down")})
+	res := h.run(t, workflows.CorrectiveInput{Query: "q", MaxRewriteAttempts: 0, GradePassThreshold: 0.6})
+
+	if got := nodes(res); !slices.Equal(got, []string{"retrieve:ok", "grade:degraded", "generate:ok"}) {
+		t.Errorf("nodes = %v", got)
+	}
+	g := res.GraderResult
+	if g.PassCount != 2 || g.ShouldRewrite || !strings.Contains(g.Degraded, "grader model is down") {
+		t.Errorf("grader result = %+v", g)
+	}
+	for _, d := range res.Retrieval.Documents {
+		if d.GradedBy != "relevance_filter" || d.Grade != nil || d.Passed != strings.HasPrefix(d.FilterReason, "matches") {
+			t.Errorf("document %+v", d)
+		}
+	}
+	if !slices.ContainsFunc(res.Workflow.DecisionPath, func(s string) bool { return strings.Contains(s, "relevance filter used") }) {
+		t.Errorf("decision path = %v", res.Workflow.DecisionPath)
+	}
+}
+
+func TestCorrectiveStopsOnRepeatedRewrite(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{"q": {"noise"}, "r": {"noise"}}, []string{"r", "R "}, fakeGrader{})
+	res := h.run(t, workflows.CorrectiveInput{Query: "q", MaxRewriteAttempts: 5, GradePassThreshold: 0.5})
+	if got := len(h.kb.searches); got != 2 {
+		t.Errorf("%d searches (%v), want 2: a repeated query is not searched again", got, h.kb.searches)
+	}
+	if !strings.Contains(strings.Join(res.Workflow.DecisionPath, "\n"), "already tried") {
+		t.Errorf("decision path = %v", res.Workflow.DecisionPath)
+	}
+}
+
+func TestCorrectiveEmptyKnowledgeBase(t *testing.T) {
+	h := newRAGHarness(t, nil, []string{"unused"}, fakeGrader{})
+	h.kb.count = 0
+	res := h.run(t, workflows.CorrectiveInput{Query: "anything", MaxRewriteAttempts: 3})
+	if got := nodes(res); !slices.Equal(got, []string{"retrieve:ok", "generate:ok"}) {
+		t.Errorf("nodes = %v", got)
+	}
+	if len(h.kb.searches) != 0 || res.Answer == "" {
+		t.Errorf("searches %v, answer %q", h.kb.searches, res.Answer)
+	}
+}
+
+// newQAHarness is a session whose knowledge base is kb: turns that are not
+// small talk take the qa route through the corrective child workflow.
+func newQAHarness(t *testing.T, kb *fakeKB, rw *scriptedRewrites) *harness {
+	t.Helper()
+	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return newHarnessWith(t, store, func(s *activities.Session, env *testsuite.TestWorkflowEnvironment) {
+		s.Knowledge, s.SmallTalk, s.Rewriter = kb, &offline.Engine{}, offline.Rewriter{}
+		env.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
+		env.RegisterActivity(&activities.RAG{
+			Store: kb, Grader: fakeGrader{}, Reformulator: rw, Relevance: fakeRelevance{},
+			Embedders: []activities.NamedEmbedder{{Embedder: fakeEmbedder{}, Model: "fake-embed"}},
+		})
+	})
+}
+
+func stepNames(r workflows.TurnResult) string {
+	var names []string
+	for _, s := range r.Steps {
+		names = append(names, s.Name+":"+s.Status)
+	}
+	return strings.Join(names, ",")
+}
+
+func TestSessionQARouteRunsCorrectiveLoop(t *testing.T) {
+	kb := &fakeKB{count: 3, docs: map[string][]string{
+		"What does the Pixel 8 cost?":          {"GOOD The Pixel 8 costs 699 dollars.", "noise"},
+		"pixel 8 cost":                         {"GOOD Pixel 8: 699 dollars.", "GOOD The Pixel 8 price."},
+		"What does the Pixel 8 weigh?":         {"GOOD The Pixel 8 weighs 187 g."},
+		"Does the Pixel 8 come in green then?": {"GOOD The Pixel 8 comes in mint."},
+	}}
+	rw := &scriptedRewrites{queries: []string{"pixel 8 cost"}}
+	h := newQAHarness(t, kb, rw)
+	first := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "What does the Pixel 8 cost?"})
+	hello := h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "thanks!"})
+	next := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-3", Question: "What does the Pixel 8 weigh?"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	r := first.result
+	if r.Status != workflows.TurnCompleted || stepNames(r) != "load_context:ok,corrective_rag:ok,save:ok" {
+		t.Fatalf("first turn: %s, steps %s, error %q", r.Status, stepNames(r), r.Error)
+	}
+	rag := r.Steps[1].Details
+	if rag["rewriteCount"] != float64(1) && rag["rewriteCount"] != 1 {
+		t.Errorf("corrective details = %v", rag)
+	}
+	if got := len(r.RetrievedDocs); got != 3 { // 1 from the first round, 2 after the rewrite
+		t.Errorf("retrieved docs = %+v", r.RetrievedDocs)
+	}
+	// The model saw the conversation and the documents that passed.
+	call := h.model.calls[0]
+	sys := call.Messages[len(call.Messages)-2].Content
+	if !strings.Contains(sys, "699 dollars") || strings.Contains(sys, "noise") {
+		t.Errorf("model view documents = %q", sys)
+	}
+	if s := stepNames(hello.result); s != "load_context:ok,generate:ok,save:ok" {
+		t.Errorf("small talk steps = %s", s)
+	}
+	if d := hello.result.Steps[0].Details; d["route"] != "chat" || d["routeReason"] != "small talk" {
+		t.Errorf("small talk route = %v", d)
+	}
+	// With history, the question is first made to stand alone.
+	if s := stepNames(next.result); s != "load_context:ok,rewrite_query:ok,corrective_rag:ok,save:ok" {
+		t.Errorf("third turn steps = %s", s)
+	}
+}
