@@ -81,6 +81,10 @@ func (r ModelReformulator) Reformulate(ctx context.Context, model string, req Re
 // and one correction after a json_parse_error observation.
 const jsonAttempts = 2
 
+// jsonMaxTokens caps a structured answer: a verdict or a query is short,
+// and a model that rambles is cut off and corrected rather than waited for.
+const jsonMaxTokens = 512
+
 // chatJSON asks model for a JSON answer in schema and decodes it into out.
 // A model without native structured output may wrap the JSON in prose or a
 // fence: [convo.ExtractJSON] finds and repairs it. When that still fails,
@@ -94,7 +98,7 @@ func chatJSON(ctx context.Context, m ChatModel, model, system, user string, sche
 	}
 	var lastErr error
 	for range jsonAttempts {
-		resp, err := m.Chat(ctx, ChatRequest{Model: model, Messages: msgs, Format: schema}, nil)
+		resp, err := m.Chat(ctx, ChatRequest{Model: model, Messages: msgs, Format: schema, Options: ModelOptions{NumPredict: jsonMaxTokens}}, nil)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +112,25 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 		}
 		if !strings.Contains(res.Answer, tc.want) || !strings.Contains(res.Answer, "[README.md-") {
 			t.Errorf("%q: answer %q lacks %q or a README citation", tc.q, res.Answer, tc.want)
+		}
+	}
+	// The standalone corrective endpoint answers with seed 003's fields.
+	var rag struct {
+		Success bool `json:"success"`
+		workflows.CorrectiveResult
+	}
+	if _, err := s.do(t.Context(), http.MethodPost, "/v1/rag/corrective",
+		map[string]any{"query": "Which Temporal search attributes does a session set?", "topK": 5}, &rag); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("corrective: %s; path %q; rewrites %+v", rag.Answer, rag.Workflow.DecisionPath, rag.RewriteHistory)
+	if !rag.Success || !strings.Contains(rag.Answer, "search attributes") || rag.Retrieval.FilteredDocuments == 0 ||
+		rag.GraderResult.TotalCount == 0 || len(rag.Workflow.NodeExecutions) < 3 {
+		t.Errorf("corrective result = %+v", rag.CorrectiveResult)
+	}
+	for _, d := range rag.Retrieval.Documents {
+		if d.Content == "" || d.FilterReason == "" || (d.Grade == nil && d.GradedBy != "relevance_filter") {
+			t.Errorf("document %+v lacks its content or verdicts", d)
 		}
 	}
 }

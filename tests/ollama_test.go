@@ -2,6 +2,11 @@ package tests
 
 import (
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctxflow/ctxflow/tests/ollamatest"
@@ -44,5 +49,58 @@ func TestSessionTurnWithRealOllama(t *testing.T) {
 	}
 	if st.TokenRatio[o.Model] <= 0 || st.Turns != 2 {
 		t.Errorf("state: turns %d, token ratio %v", st.Turns, st.TokenRatio)
+	}
+}
+
+// TestSessionMovesFromOfflineToOllama is issue 4's provider check: a
+// session answered by the offline engine (Ollama unreachable at start-up)
+// is answered by Ollama once a worker starts with OLLAMA_HOST set to a
+// server that has the model — the same session, over the same knowledge
+// base, whose documents the model now grades with structured output.
+func TestSessionMovesFromOfflineToOllama(t *testing.T) {
+	if ok, why := ollamatest.Wanted(); !ok {
+		t.Skip(why)
+	}
+	o := ollamatest.Start(t)
+	s := startStack(t, stackOptions{extraEnv: []string{"OLLAMA_HOST=http://127.0.0.1:1", "CTXFLOW_LLM_MODEL=" + o.Model}})
+	s.startWorker()
+	ctx := t.Context()
+	readme, err := filepath.Abs("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, binary, "ingest", readme)
+	cmd.Env = append(os.Environ(), s.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, out)
+	}
+	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{
+		"sessionId": "switch", "config": map[string]any{"llmModel": o.Model, "maxRewriteAttempts": 1},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := s.turn(ctx, "switch", "w0", "What is ctxflow?")
+	if err != nil || first.Engine != "offline" || !strings.HasPrefix(first.Answer, "(offline engine)") {
+		t.Fatalf("offline turn = %+v, %v\n%s", first, err, s.workerLogs())
+	}
+
+	s.killWorker()
+	s.env = append(s.env, "OLLAMA_HOST="+o.URL) // the last value wins
+	s.startWorker()
+	second, _, err := s.turn(ctx, "switch", "w1", "How do I run it?")
+	if err != nil {
+		t.Fatalf("turn after the switch: %v\n%s", err, s.workerLogs())
+	}
+	if second.Status != workflows.TurnCompleted || second.Engine != "ollama" || second.Model != o.Model ||
+		strings.HasPrefix(second.Answer, "(offline engine)") {
+		t.Fatalf("turn after the switch = %+v", second)
+	}
+	i := slices.IndexFunc(second.Steps, func(s workflows.Step) bool { return s.Name == "corrective_rag" })
+	if i < 0 || second.Steps[i].Details["engine"] != "ollama" {
+		t.Fatalf("steps = %+v", second.Steps)
+	}
+	t.Logf("corrective step after the switch: %v", second.Steps[i].Details)
+	if second.SessionInfo.Turns != 2 {
+		t.Errorf("session info = %+v", second.SessionInfo)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+			r.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
@@ -92,6 +94,37 @@ func TestRecordHistory(t *testing.T) {
 		}
 		writeHistory(t, ctx, s, wid, ex.GetExecution().GetRunId(), fmt.Sprintf("testdata/session_run%d.json", len(resp.GetExecutions())-i))
 	}
+}
+
+// TestRecordQAHistory records a session on the qa route (a turn through the
+// corrective child workflow, a follow-up rewritten first, small talk) and
+// the child's own history. Same switch as TestRecordHistory.
+func TestRecordQAHistory(t *testing.T) {
+	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
+		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
+	}
+	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}, limits: workflows.Limits{IdleTTL: 3 * time.Second}})
+	s.startWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	readme, err := filepath.Abs("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, binary, "ingest", readme)
+	cmd.Env = append(os.Environ(), s.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, out)
+	}
+	for i, q := range []string{"What is ctxflow?", "How do I run it?", "thanks!"} {
+		if _, _, err := s.turn(ctx, "qa", fmt.Sprintf("q%d", i), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * time.Second) // past the idle TTL
+	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "qa")
+	writeHistory(t, ctx, s, wid, "", "testdata/qa_session.json")
+	writeHistory(t, ctx, s, wid+"/rag/q1", "", "testdata/qa_corrective_child.json")
 }
 
 func writeHistory(t *testing.T, ctx context.Context, s *stack, wid, runID, path string) {

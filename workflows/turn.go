@@ -142,7 +142,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	}
 	res.Topic = rq.Topic
 	var out CorrectiveResult
-	childID := fmt.Sprintf("%s/rag/%s", workflow.GetInfo(ctx).WorkflowExecution.ID, req.TurnID)
+	childID := SessionWorkflowID(s.key.Tenant, s.key.SessionID) + "/rag/" + req.TurnID
 	err := s.step(ctx, res, "corrective_rag", func() (map[string]any, error) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:               childID,

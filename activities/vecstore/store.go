@@ -27,7 +27,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 
@@ -55,7 +54,7 @@ const DefaultTopK = 10
 
 // RRFK is the reciprocal-rank-fusion constant: a hit at rank r (from 1) of
 // one list scores 1/(RRFK+r).
-const RRFK = 60
+const RRFK = activities.RRFK
 
 // Options configures Open.
 type Options struct {
@@ -775,48 +774,6 @@ func (s *Store) hybrid(ctx context.Context, req activities.SearchRequest, k int)
 		}
 		lists = append(lists, kw)
 	}
-	return Fuse(lists...), nil
+	return activities.FuseRRF(lists...), nil
 }
 
-// Fuse merges ranked lists by reciprocal rank fusion (k = RRFK): each hit
-// scores the sum over lists of 1/(RRFK+rank). Ties keep the better best
-// rank, then the smaller id.
-func Fuse(lists ...[]activities.Hit) []activities.Hit {
-	type acc struct {
-		hit   activities.Hit
-		score float64
-		best  int
-	}
-	byID := map[string]*acc{}
-	for _, l := range lists {
-		for i, h := range l {
-			rank := i + 1
-			a := byID[h.Chunk.ID]
-			if a == nil {
-				a = &acc{hit: h, best: rank}
-				byID[h.Chunk.ID] = a
-			}
-			a.score += 1 / float64(RRFK+rank)
-			a.best = min(a.best, rank)
-		}
-	}
-	all := make([]*acc, 0, len(byID))
-	for _, a := range byID {
-		all = append(all, a)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
-		}
-		if all[i].best != all[j].best {
-			return all[i].best < all[j].best
-		}
-		return all[i].hit.Chunk.ID < all[j].hit.Chunk.ID
-	})
-	out := make([]activities.Hit, len(all))
-	for i, a := range all {
-		out[i] = a.hit
-		out[i].Score = a.score
-	}
-	return out
-}
