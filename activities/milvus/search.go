@@ -1,0 +1,328 @@
+package milvus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/milvus-io/milvus/client/v2/entity"
+	"github.com/milvus-io/milvus/client/v2/index"
+	"github.com/milvus-io/milvus/client/v2/milvusclient"
+
+	"github.com/ctxflow/ctxflow/activities"
+)
+
+// outputFields are the fields every search returns.
+var outputFields = []string{fieldID, fieldDocument, fieldText, fieldMetadata}
+
+// Search runs req with the embedded store's semantics. Mode "" means
+// hybrid when both Vector and Text are set, otherwise dense or keyword by
+// whichever is set. Dense needs Vector (a zero vector matches nothing);
+// keyword with no text returns no hits; hybrid uses whichever of the two is
+// given. TopK <= 0 means DefaultTopK (Milvus caps it at 16384). Scores:
+// cosine similarity (dense), Milvus's BM25 (keyword), the exact RRF score
+// sum of 1/(RRFK+rank) (hybrid); MinScore applies to the mode's score, and
+// 0 means no minimum. Unlike the embedded store, which leaves them out, chunks
+// stored with a zero vector take part in dense search with a score of 0 (Milvus
+// leaves zero vectors unnormalised). Hits carry the chunk's id, document, text
+// and metadata but not its vector.
+func (s *Store) Search(ctx context.Context, req activities.SearchRequest) ([]activities.Hit, error) {
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	mode := req.Mode
+	if mode == "" {
+		switch {
+		case len(req.Vector) > 0 && req.Text != "":
+			mode = activities.SearchHybrid
+		case len(req.Vector) > 0:
+			mode = activities.SearchDense
+		default:
+			mode = activities.SearchKeyword
+		}
+	}
+	k := req.TopK
+	if k <= 0 {
+		k = DefaultTopK
+	}
+	k = min(k, maxTopK)
+	filter, err := filterExpr(req.Filter)
+	if err != nil {
+		return nil, err
+	}
+	var hits []activities.Hit
+	switch mode {
+	case activities.SearchDense:
+		if len(req.Vector) == 0 {
+			return nil, errors.New("milvus: dense search needs a query vector")
+		}
+		var sub *subSearch
+		if sub, err = s.dense(req.Vector); err == nil && sub != nil {
+			hits, err = s.search(ctx, *sub, k, filter)
+		}
+	case activities.SearchKeyword:
+		if req.Text != "" {
+			hits, err = s.search(ctx, keyword(req.Text), k, filter)
+		}
+	case activities.SearchHybrid:
+		if len(req.Vector) == 0 && req.Text == "" {
+			return nil, errors.New("milvus: hybrid search needs a query vector or text")
+		}
+		hits, err = s.hybrid(ctx, req, k, filter)
+	default:
+		return nil, fmt.Errorf("milvus: unknown search mode %q", req.Mode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := hits[:0]
+	for _, h := range hits {
+		if req.MinScore == 0 || h.Score >= req.MinScore {
+			out = append(out, h)
+		}
+	}
+	if len(out) > k {
+		out = out[:k]
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// subSearch is one ANN search: dense on the vector field, or BM25 on the
+// sparse field with the query text (Milvus runs the BM25 function on it).
+type subSearch struct {
+	field  string
+	metric entity.MetricType
+	query  entity.Vector
+	dense  bool
+}
+
+// dense is the dense sub-search for vec, nil for a zero vector (which has
+// no direction, so matches nothing), or an error for a vector Milvus must
+// not receive.
+func (s *Store) dense(vec []float32) (*subSearch, error) {
+	if err := s.checkVector("the query vector", vec); err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(vec, func(x float32) bool { return x != 0 }) {
+		return nil, nil
+	}
+	return &subSearch{field: fieldVector, metric: entity.COSINE, query: entity.FloatVector(vec), dense: true}, nil
+}
+
+func keyword(text string) subSearch {
+	return subSearch{field: fieldSparse, metric: entity.BM25, query: entity.Text(text)}
+}
+
+// request is the sub-search as one request of a hybrid search.
+func (q subSearch) request(limit int, filter string) *milvusclient.AnnRequest {
+	r := milvusclient.NewAnnRequest(q.field, limit, q.query).
+		WithSearchParam("metric_type", string(q.metric)).
+		WithFilter(filter)
+	if q.dense {
+		r.WithAnnParam(index.NewHNSWAnnParam(max(limit, minEf)))
+	}
+	return r
+}
+
+func (s *Store) search(ctx context.Context, q subSearch, k int, filter string) ([]activities.Hit, error) {
+	opt := milvusclient.NewSearchOption(s.name, k, []entity.Vector{q.query}).
+		WithANNSField(q.field).
+		WithSearchParam("metric_type", string(q.metric)).
+		WithFilter(filter).
+		WithOutputFields(outputFields...).
+		WithConsistencyLevel(entity.ClStrong)
+	if q.dense {
+		opt.WithAnnParam(index.NewHNSWAnnParam(max(k, minEf)))
+	}
+	rss, err := s.client.Search(ctx, opt)
+	if err != nil {
+		return nil, fmt.Errorf("milvus search %s: %w", s.name, err)
+	}
+	hits, err := s.hits(rss)
+	if err != nil {
+		return nil, err
+	}
+	if q.dense {
+		for i := range hits {
+			// float32 rounding can take a cosine just past ±1.
+			hits[i].Score = max(-1, min(1, hits[i].Score))
+		}
+	}
+	return hits, nil
+}
+
+// hybrid fuses a dense and a keyword search, each max(4k, 50) deep (as in
+// the embedded store), by Milvus's RRF reranker.
+func (s *Store) hybrid(ctx context.Context, req activities.SearchRequest, k int, filter string) ([]activities.Hit, error) {
+	var subs []subSearch
+	if len(req.Vector) > 0 {
+		d, err := s.dense(req.Vector)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			subs = append(subs, *d)
+		}
+	}
+	if req.Text != "" {
+		subs = append(subs, keyword(req.Text))
+	}
+	if len(subs) == 0 {
+		return nil, nil
+	}
+	depth := min(max(4*k, 50), maxTopK)
+	reqs := make([]*milvusclient.AnnRequest, len(subs))
+	for i, q := range subs {
+		reqs[i] = q.request(depth, filter)
+	}
+	opt := milvusclient.NewHybridSearchOption(s.name, k, reqs...).
+		WithReranker(milvusclient.NewRRFReranker().WithK(RRFK)).
+		WithOutputFields(outputFields...).
+		WithConsistencyLevel(entity.ClStrong)
+	rss, err := s.client.HybridSearch(ctx, opt)
+	if err != nil {
+		return nil, fmt.Errorf("milvus hybrid search %s: %w", s.name, err)
+	}
+	hits, err := s.hits(rss)
+	if err != nil {
+		return nil, err
+	}
+	best := make(map[string]int, len(hits))
+	for i, h := range hits {
+		hits[i].Score, best[h.Chunk.ID] = rrfScore(float32(h.Score), len(subs), depth)
+	}
+	// The embedded store's order: score, then best rank, then id.
+	sort.SliceStable(hits, func(i, j int) bool {
+		a, b := hits[i], hits[j]
+		if a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		if best[a.Chunk.ID] != best[b.Chunk.ID] {
+			return best[a.Chunk.ID] < best[b.Chunk.ID]
+		}
+		return a.Chunk.ID < b.Chunk.ID
+	})
+	return hits, nil
+}
+
+// rrfScore recovers the exact score of a hybrid hit and its best rank.
+// Milvus sums 1/(RRFK+rank) in float32, so a chunk first in both lists
+// comes back as float32(2/61) = 2/61 - 1.8e-9, which a MinScore of 2/61
+// would drop although the embedded store keeps it. The exact score is a sum
+// of one term per list that found the chunk, with ranks in 1..depth:
+// rrfScore returns the candidate nearest to got (exact for the shallow ranks
+// that matter; within float32 rounding of got in any case).
+func rrfScore(got float32, lists, depth int) (score float64, best int) {
+	s := float64(got)
+	if !(s > 0) || math.IsInf(s, 0) {
+		return s, depth
+	}
+	term := func(r int) float64 { return 1 / float64(RRFK+r) }
+	// One list: s = 1/(RRFK+a).
+	best = min(max(int(math.Round(1/s-RRFK)), 1), depth)
+	score = term(best)
+	if lists < 2 {
+		return score, best
+	}
+	// Two lists, ranks a <= b: term(a) < s <= 2·term(a).
+	lo := max(1, int(math.Floor(1/s-RRFK)))
+	hi := min(depth, int(math.Ceil(2/s-RRFK)))
+	for a := lo; a <= hi; a++ {
+		rest := s - term(a)
+		if rest <= 0 {
+			continue
+		}
+		b0 := int(math.Round(1/rest - RRFK))
+		for b := max(a, b0-1); b <= min(depth, b0+1); b++ {
+			if v := term(a) + term(b); math.Abs(v-s) < math.Abs(score-s) {
+				score, best = v, a
+			}
+		}
+	}
+	return score, best
+}
+
+// hits reads the chunks of a one-query search answer; Score is Milvus's.
+func (s *Store) hits(rss []milvusclient.ResultSet) ([]activities.Hit, error) {
+	if len(rss) == 0 {
+		return nil, nil
+	}
+	rs := rss[0]
+	fail := func(err error) ([]activities.Hit, error) {
+		return nil, fmt.Errorf("milvus search %s: read results: %w", s.name, err)
+	}
+	if rs.Err != nil {
+		return fail(rs.Err)
+	}
+	if rs.ResultCount == 0 {
+		return nil, nil
+	}
+	docs, texts, metas := rs.GetColumn(fieldDocument), rs.GetColumn(fieldText), rs.GetColumn(fieldMetadata)
+	if rs.IDs == nil || docs == nil || texts == nil || metas == nil || len(rs.Scores) < rs.ResultCount {
+		return fail(errors.New("missing output fields"))
+	}
+	hits := make([]activities.Hit, rs.ResultCount)
+	for i := range hits {
+		c := &hits[i].Chunk
+		var err error
+		if c.ID, err = rs.IDs.GetAsString(i); err != nil {
+			return fail(err)
+		}
+		if c.DocumentID, err = docs.GetAsString(i); err != nil {
+			return fail(err)
+		}
+		if c.Text, err = texts.GetAsString(i); err != nil {
+			return fail(err)
+		}
+		raw, err := metas.Get(i)
+		if err != nil {
+			return fail(err)
+		}
+		b, _ := raw.([]byte)
+		if len(b) > 0 {
+			if err := json.Unmarshal(b, &c.Metadata); err != nil {
+				return fail(fmt.Errorf("metadata of chunk %q: %w", c.ID, err))
+			}
+		}
+		if len(c.Metadata) == 0 {
+			c.Metadata = nil
+		}
+		hits[i].Score = float64(rs.Scores[i])
+	}
+	return hits, nil
+}
+
+// filterExpr turns a metadata filter into a boolean expression on the JSON
+// field, keys sorted so that the same filter gives the same expression:
+//
+//	metadata["lang"] == "zh" && metadata["n"] == "3"
+//
+// A chunk without the key does not match. Values are quoted (see quote);
+// Milvus takes a JSON key between the quotes verbatim, so keys that are
+// empty or hold double quotes, backslashes, brackets or control characters
+// cannot be expressed and are refused.
+func filterExpr(filter map[string]string) (string, error) {
+	keys := slices.Sorted(maps.Keys(filter))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		if k == "" || !utf8.ValidString(k) || strings.ContainsFunc(k, func(r rune) bool {
+			return strings.ContainsRune(`"\[]`, r) || unicode.IsControl(r)
+		}) {
+			return "", fmt.Errorf("milvus: metadata filter key %q cannot be expressed in a Milvus filter: keys must be non-empty valid UTF-8 without double quotes, backslashes, brackets or control characters", k)
+		}
+		parts[i] = fieldMetadata + `["` + k + `"] == ` + quote(filter[k])
+	}
+	return strings.Join(parts, " && "), nil
+}
