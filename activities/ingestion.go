@@ -2,8 +2,17 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -14,8 +23,12 @@ import (
 // Ingest holds the ports of the ingestion activities: documents are read
 // from a path the worker can see, chunked, embedded in batches and upserted.
 // Workflow history carries the path, the content hash and counts, never the
-// text: each batch re-reads and re-chunks the document (chunking is
-// deterministic) and checks the hash.
+// text: each batch re-reads the document and checks its hash, and takes
+// its chunks from a small worker-local cache keyed by that hash (or chunks
+// it again on a miss: chunking is deterministic), so that a document is
+// chunked about once per worker rather than once per batch.
+//
+// The zero value of the unexported fields is ready to use.
 type Ingest struct {
 	Store     VectorStore
 	Embedder  Embedder
@@ -23,6 +36,8 @@ type Ingest struct {
 	// EmbedModel is the embedding model's name.
 	EmbedModel string
 	Chunk      ingest.ChunkOptions
+
+	cache pieceCache
 }
 
 // ErrTypeDocumentChanged marks a document that changed during its ingestion.
@@ -33,6 +48,11 @@ type PrepareInput struct {
 	DocumentID string `json:"documentId"`
 	Path       string `json:"path"`
 	BatchSize  int    `json:"batchSize"`
+}
+
+// DeleteInput names a document whose chunks to delete.
+type DeleteInput struct {
+	DocumentID string `json:"documentId"`
 }
 
 // PrepareResult describes the document's chunks.
@@ -46,7 +66,7 @@ type PrepareResult struct {
 // PrepareDocument reads and chunks a document and removes the chunks an
 // earlier version of it left in the store.
 func (a *Ingest) PrepareDocument(ctx context.Context, in PrepareInput) (PrepareResult, error) {
-	pieces, text, hash, err := a.pieces(in.DocumentID, in.Path)
+	pieces, doc, err := a.pieces(in.DocumentID, in.Path, "")
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -54,7 +74,16 @@ func (a *Ingest) PrepareDocument(ctx context.Context, in PrepareInput) (PrepareR
 		return PrepareResult{}, fmt.Errorf("delete old chunks of %s: %w", in.DocumentID, err)
 	}
 	size := max(in.BatchSize, 1)
-	return PrepareResult{Hash: hash, Bytes: len(text), Chunks: len(pieces), Batches: (len(pieces) + size - 1) / size}, nil
+	return PrepareResult{Hash: doc.Hash, Bytes: doc.Bytes, Chunks: len(pieces), Batches: (len(pieces) + size - 1) / size}, nil
+}
+
+// DeleteDocumentChunks removes every chunk of a document from the store; a
+// document without chunks is not an error, so a retry is harmless.
+func (a *Ingest) DeleteDocumentChunks(ctx context.Context, in DeleteInput) error {
+	if err := a.Store.DeleteDocument(ctx, in.DocumentID); err != nil {
+		return fmt.Errorf("delete chunks of %s: %w", in.DocumentID, err)
+	}
+	return nil
 }
 
 // BatchInput is one batch of a prepared document.
@@ -64,18 +93,17 @@ type BatchInput struct {
 	Hash       string `json:"hash"`
 	Batch      int    `json:"batch"`
 	BatchSize  int    `json:"batchSize"`
+	// Source is what the chunks name as their source (metadata "source");
+	// "" means Path.
+	Source string `json:"source,omitempty"`
 }
 
 // IngestBatch embeds and upserts chunks [Batch*BatchSize, (Batch+1)*BatchSize)
 // of a prepared document. Upserts are by chunk id, so a retry is harmless.
 func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
-	pieces, _, hash, err := a.pieces(in.DocumentID, in.Path)
+	pieces, _, err := a.pieces(in.DocumentID, in.Path, in.Hash)
 	if err != nil {
 		return 0, err
-	}
-	if hash != in.Hash {
-		return 0, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s changed during its ingestion: ingest it again", in.Path), ErrTypeDocumentChanged, nil)
 	}
 	size := max(in.BatchSize, 1)
 	lo, hi := in.Batch*size, min((in.Batch+1)*size, len(pieces))
@@ -95,12 +123,15 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 		}
 		return 0, err
 	}
+	source := in.Source
+	if source == "" {
+		source = in.Path
+	}
 	chunks := make([]Chunk, len(batch))
 	for i, p := range batch {
-		chunks[i] = Chunk{
-			ID: p.ID, DocumentID: in.DocumentID, Text: p.Text, Vector: vectors[i],
-			Metadata: map[string]string{"source": in.Path, "chunk": fmt.Sprint(p.Index)},
-		}
+		md := map[string]string{"source": source, "chunk": strconv.Itoa(p.Index)}
+		maps.Copy(md, p.Metadata)
+		chunks[i] = Chunk{ID: p.ID, DocumentID: in.DocumentID, Text: p.Text, Vector: vectors[i], Metadata: md}
 	}
 	if err := a.Store.Upsert(ctx, chunks); err != nil {
 		err = fmt.Errorf("upsert batch %d of %s: %w", in.Batch, in.DocumentID, err)
@@ -113,15 +144,92 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 }
 
 // pieces reads and chunks a document; both steps fail permanently (a file
-// that cannot be read or chunked now will not be on a retry).
-func (a *Ingest) pieces(documentID, path string) (pieces []ingest.Piece, text, hash string, err error) {
-	text, hash, err = ingest.ReadDocument(path)
+// that cannot be read or chunked now will not be on a retry). The error's
+// message says why (e.g. the bad line of a JSONL document). With wantHash
+// set, a document whose bytes no longer have that hash is refused.
+func (a *Ingest) pieces(documentID, path, wantHash string) ([]ingest.Piece, ingest.Document, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s", path), ErrTypeBadInput, err)
+		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read document: %v", err), ErrTypeBadInput, nil)
 	}
-	pieces, err = ingest.Chunk(documentID, text, a.Tokenizer, a.Chunk)
+	h := sha256.Sum256(b)
+	key := pieceKey{documentID: documentID, ext: strings.ToLower(filepath.Ext(path)), hash: hex.EncodeToString(h[:]), opts: a.Chunk}
+	if wantHash != "" && key.hash != wantHash {
+		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s changed during its ingestion: ingest it again", path), ErrTypeDocumentChanged, nil)
+	}
+	if pieces, ok := a.cache.get(key); ok {
+		return pieces, ingest.Document{Hash: key.hash, Bytes: len(b)}, nil
+	}
+	doc, err := ingest.ParseDocument(key.ext, b)
 	if err != nil {
-		return nil, "", "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s", path), ErrTypeBadInput, err)
+		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %v", path, err), ErrTypeBadInput, nil)
 	}
-	return pieces, text, hash, nil
+	pieces, err := doc.Pieces(documentID, a.Tokenizer, a.Chunk)
+	if err != nil {
+		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s: %v", path, err), ErrTypeBadInput, nil)
+	}
+	a.cache.put(key, pieces)
+	return pieces, doc, nil
+}
+
+// Bounds of the chunk cache: a few documents' chunks at most.
+const (
+	pieceCacheEntries = 8
+	pieceCacheBytes   = 128 << 20
+)
+
+// pieceKey names a chunked document: the same bytes, read the same way and
+// chunked with the same options for the same document id give the same
+// pieces.
+type pieceKey struct {
+	documentID, ext, hash string
+	opts                  ingest.ChunkOptions
+}
+
+type pieceEntry struct {
+	key    pieceKey
+	pieces []ingest.Piece
+	bytes  int
+}
+
+// pieceCache is a small LRU of chunked documents; safe for concurrent use.
+// Cached pieces are shared: callers must not modify them.
+type pieceCache struct {
+	mu      sync.Mutex
+	entries []pieceEntry // most recently used last
+}
+
+func (c *pieceCache) get(k pieceKey) ([]ingest.Piece, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.entries {
+		if e.key == k {
+			c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
+			return e.pieces, true
+		}
+	}
+	return nil, false
+}
+
+func (c *pieceCache) put(k pieceKey, pieces []ingest.Piece) {
+	n := 0
+	for _, p := range pieces {
+		n += len(p.Text) + len(p.ID) + 64
+	}
+	if n > pieceCacheBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = slices.DeleteFunc(c.entries, func(e pieceEntry) bool { return e.key == k })
+	c.entries = append(c.entries, pieceEntry{key: k, pieces: pieces, bytes: n})
+	total := 0
+	for _, e := range c.entries {
+		total += e.bytes
+	}
+	for len(c.entries) > pieceCacheEntries || total > pieceCacheBytes {
+		total -= c.entries[0].bytes
+		c.entries = c.entries[1:]
+	}
 }

@@ -40,14 +40,16 @@ type fakeClient struct {
 	mu    sync.Mutex
 	calls []string
 
-	CheckHealthFn             func(ctx context.Context, req *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
-	ExecuteWorkflowFn         func(ctx context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
-	SignalWithStartWorkflowFn func(ctx context.Context, workflowID, signalName string, signalArg any, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
-	SignalWorkflowFn          func(ctx context.Context, workflowID, runID, signalName string, arg any) error
-	QueryWorkflowFn           func(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
-	UpdateWorkflowFn          func(ctx context.Context, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
-	UpdateWithStartWorkflowFn func(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error)
-	ListWorkflowFn            func(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	CheckHealthFn               func(ctx context.Context, req *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
+	ExecuteWorkflowFn           func(ctx context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
+	SignalWithStartWorkflowFn   func(ctx context.Context, workflowID, signalName string, signalArg any, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
+	SignalWorkflowFn            func(ctx context.Context, workflowID, runID, signalName string, arg any) error
+	QueryWorkflowFn             func(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
+	UpdateWorkflowFn            func(ctx context.Context, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	UpdateWithStartWorkflowFn   func(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	ListWorkflowFn              func(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	DescribeWorkflowExecutionFn func(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+	GetWorkflowFn               func(ctx context.Context, workflowID, runID string) client.WorkflowRun
 }
 
 var _ client.Client = (*fakeClient)(nil)

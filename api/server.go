@@ -1,6 +1,7 @@
 // Package api is ctxflow's HTTP front door: a Gin router that turns requests
-// into Temporal signals, updates and queries on session workflows. Handlers
-// only translate; the sessions do the work.
+// into Temporal signals, updates and queries on session workflows, and
+// document uploads into ingestion workflows. Handlers only translate; the
+// workflows do the work.
 package api
 
 import (
@@ -27,7 +28,17 @@ type Options struct {
 	MaxBodyBytes int64
 	// TurnWaitTimeout bounds a `?wait=true` turn (default 5 minutes).
 	TurnWaitTimeout time.Duration
-	Logger          *slog.Logger
+	// UploadDir is where POST /v1/documents stores uploaded documents, named
+	// by the SHA-256 of their bytes, for the workers to read by the same
+	// absolute path ("" turns uploads off).
+	UploadDir string
+	// MaxUploadBytes bounds the body of POST /v1/documents (default 32 MiB);
+	// MaxBodyBytes bounds every other body.
+	MaxUploadBytes int64
+	// IngestWaitTimeout bounds a `?wait=true` upload (default 5 minutes);
+	// after it the answer is 202 and the ingestion goes on.
+	IngestWaitTimeout time.Duration
+	Logger            *slog.Logger
 }
 
 // Server serves the HTTP API.
@@ -44,6 +55,12 @@ func New(c client.Client, opts Options) *Server {
 	}
 	if opts.TurnWaitTimeout <= 0 {
 		opts.TurnWaitTimeout = 5 * time.Minute
+	}
+	if opts.MaxUploadBytes <= 0 {
+		opts.MaxUploadBytes = 32 << 20
+	}
+	if opts.IngestWaitTimeout <= 0 {
+		opts.IngestWaitTimeout = 5 * time.Minute
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -77,6 +94,10 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/sessions/:id/continue", s.continueTask)
 	v1.POST("/sessions/:id/compress", s.compress)
 	v1.GET("/sessions/:id/steps", s.getSteps)
+	v1.POST("/rag/corrective", s.postCorrective)
+	v1.POST("/documents", s.postDocument)
+	v1.GET("/documents/:id", s.getDocument)
+	v1.DELETE("/documents/:id", s.deleteDocument)
 	return r
 }
 
@@ -126,14 +147,20 @@ func (s *Server) recoverJSON(c *gin.Context) {
 	c.Next()
 }
 
+// limitBody bounds request bodies: uploads by MaxUploadBytes, the rest by
+// MaxBodyBytes.
 func (s *Server) limitBody(c *gin.Context) {
-	if c.Request.ContentLength > s.opts.MaxBodyBytes {
+	limit := s.opts.MaxBodyBytes
+	if c.Request.Method == http.MethodPost && c.FullPath() == "/v1/documents" {
+		limit = s.opts.MaxUploadBytes
+	}
+	if c.Request.ContentLength > limit {
 		writeError(c, &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
-			msg: "request body over the limit of " + itoa(s.opts.MaxBodyBytes) + " bytes"})
+			msg: "request body over the limit of " + itoa(limit) + " bytes"})
 		c.Abort()
 		return
 	}
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.opts.MaxBodyBytes)
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
 	c.Next()
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/milvus"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/ollama"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
@@ -64,12 +65,12 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	if err != nil {
 		return nil, err
 	}
-	vectors, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(cfg.DataDir, "vectors"), Collection: cfg.Collection})
+	embedder, embedModel := chooseEmbedder(ctx, model, cfg, log)
+	vectors, err := openVectorStore(ctx, cfg, embedder, embedModel, log)
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("vector store: %w", err)
 	}
-	embedder, embedModel := chooseEmbedder(ctx, model, cfg, log)
 	offlineEngine := &offline.Engine{Tokenizer: tok}
 	rag := &activities.RAG{
 		Store: vectors, Embedders: embedders(model, embedder, embedModel, cfg.AltEmbeddingModels),
@@ -90,6 +91,46 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		RAG:    rag,
 		close:  []func() error{store.Close, vectors.Close},
 	}, nil
+}
+
+// vectorStore is a VectorStore the worker closes.
+type vectorStore interface {
+	activities.VectorStore
+	Close() error
+}
+
+// openVectorStore opens the embedded store under the data directory, or
+// the Milvus collection (created, if missing, with the embedder's
+// dimension).
+func openVectorStore(ctx context.Context, cfg config.Config, e activities.Embedder, model string, log *slog.Logger) (vectorStore, error) {
+	if cfg.VectorStore != "milvus" {
+		return vecstore.Open(vecstore.Options{Dir: filepath.Join(cfg.DataDir, "vectors"), Collection: cfg.Collection})
+	}
+	dim := 0
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if vs, err := e.Embed(pctx, model, []string{"dimension probe"}); err == nil && len(vs) == 1 {
+		dim = len(vs[0])
+	} else {
+		log.Warn("embedder did not answer: a missing Milvus collection cannot be created", "embedder", model, "error", err)
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := milvus.Open(octx, milvus.Options{
+		Address: cfg.MilvusAddress, Token: cfg.MilvusToken, Collection: cfg.Collection, Logger: log,
+	})
+	if err != nil && dim > 0 {
+		// A missing collection needs the dimension; an existing one is
+		// opened without it so that dimension adaptation can read its own.
+		s, err = milvus.Open(octx, milvus.Options{
+			Address: cfg.MilvusAddress, Token: cfg.MilvusToken, Collection: cfg.Collection, Dimension: dim, Logger: log,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("milvus at %s: %w", cfg.MilvusAddress, err)
+	}
+	log.Info("vector store: milvus", "address", cfg.MilvusAddress, "collection", cfg.Collection)
+	return s, nil
 }
 
 // embedders lists the chosen embedder, then the configured alternatives
@@ -183,6 +224,7 @@ func Register(w sdkworker.Registry, p *Ports) {
 	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	w.RegisterActivityWithOptions(p.Session, activity.RegisterOptions{})
 	w.RegisterWorkflowWithOptions(workflows.IngestWorkflow, workflow.RegisterOptions{Name: workflows.IngestWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.DeleteDocumentWorkflow, workflow.RegisterOptions{Name: workflows.DeleteDocumentWorkflowName})
 	w.RegisterActivityWithOptions(p.Ingest, activity.RegisterOptions{})
 	w.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
 	w.RegisterActivityWithOptions(p.RAG, activity.RegisterOptions{})

@@ -16,7 +16,9 @@ const (
 	QueryProgress      = "progress"
 )
 
-// IngestWorkflowID is the workflow id of a document's ingestion.
+// IngestWorkflowID is the workflow id of a document: ingest/<doc>. Its
+// ingestions and its deletion ([DeleteDocumentWorkflow]) share it, so that
+// one document changes through one workflow at a time.
 func IngestWorkflowID(documentID string) string { return "ingest/" + documentID }
 
 // IngestInput names a document the workers can read.
@@ -25,6 +27,9 @@ type IngestInput struct {
 	Path       string `json:"path"`
 	// BatchSize is how many chunks one activity embeds (default 32).
 	BatchSize int `json:"batchSize,omitempty"`
+	// Source is what the chunks name as their source, e.g. an uploaded
+	// file's name; "" means Path.
+	Source string `json:"source,omitempty"`
 }
 
 // IngestProgress is what the progress query and the result report.
@@ -64,8 +69,12 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 			Summary: summary,
 		})
 	}
+	name := in.Source
+	if name == "" {
+		name = in.Path
+	}
 	var prep activities.PrepareResult
-	err := workflow.ExecuteActivity(actx("read and chunk "+in.Path), ia.PrepareDocument,
+	err := workflow.ExecuteActivity(actx("read and chunk "+name), ia.PrepareDocument,
 		activities.PrepareInput{DocumentID: in.DocumentID, Path: in.Path, BatchSize: in.BatchSize}).Get(ctx, &prep)
 	if err != nil {
 		return p, fmt.Errorf("prepare %s: %w", in.DocumentID, err)
@@ -73,13 +82,13 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 	p.Chunks, p.Batches, p.Bytes = prep.Chunks, prep.Batches, prep.Bytes
 	if p.Batches > maxIngestBatches {
 		return p, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s has %d batches, over the limit of %d: raise the batch size or split the document", in.Path, p.Batches, maxIngestBatches),
+			fmt.Sprintf("%s has %d batches, over the limit of %d: raise the batch size or split the document", name, p.Batches, maxIngestBatches),
 			activities.ErrTypeBadInput, nil)
 	}
 	for b := range p.Batches {
 		var n int
 		err := workflow.ExecuteActivity(actx(fmt.Sprintf("embed and store batch %d/%d", b+1, p.Batches)), ia.IngestBatch,
-			activities.BatchInput{DocumentID: in.DocumentID, Path: in.Path, Hash: prep.Hash, Batch: b, BatchSize: in.BatchSize}).Get(ctx, &n)
+			activities.BatchInput{DocumentID: in.DocumentID, Path: in.Path, Hash: prep.Hash, Batch: b, BatchSize: in.BatchSize, Source: in.Source}).Get(ctx, &n)
 		if err != nil {
 			return p, fmt.Errorf("ingest batch %d of %s: %w", b, in.DocumentID, err)
 		}

@@ -63,7 +63,7 @@ func (s *memStore) Info(context.Context) (activities.CollectionInfo, error) {
 	return activities.CollectionInfo{Name: "mem", Count: len(s.chunks)}, nil
 }
 
-func ingestEnv(t *testing.T, store *memStore) *testsuite.TestWorkflowEnvironment {
+func ingestEnv(t *testing.T, store activities.VectorStore) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -139,7 +139,7 @@ func TestIngestWorkflowRefusesADocumentThatChanged(t *testing.T) {
 	}
 }
 
-func TestIngestWorkflowRefusesMissingAndPDF(t *testing.T) {
+func TestIngestWorkflowRefusesMissingAndBrokenPDF(t *testing.T) {
 	for _, path := range []string{filepath.Join(t.TempDir(), "missing.md"), writePDF(t)} {
 		env := ingestEnv(t, &memStore{chunks: map[string]activities.Chunk{}})
 		env.ExecuteWorkflow(workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: "doc", Path: path})

@@ -46,6 +46,8 @@ type Piece struct {
 	Index  int
 	Text   string
 	Tokens int
+	// Metadata is stored with the chunk (a passage's id, title and url).
+	Metadata map[string]string
 }
 
 // ErrEmptyDocument is returned for a document with no text.

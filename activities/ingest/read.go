@@ -3,31 +3,119 @@ package ingest
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/html"
+
+	"github.com/ctxflow/ctxflow/convo"
 )
 
-// ReadDocument returns a document's text and a hash of its bytes. Text and
-// markdown are taken as they are; HTML is reduced to its visible text, one
-// block element a line. PDF is refused with a clear error.
-func ReadDocument(path string) (text, hash string, err error) {
+// Document is a document read for ingestion: either Text (text, markdown,
+// HTML, PDF) or Passages (JSONL), never both.
+type Document struct {
+	// Hash is the hex SHA-256 of the document's bytes.
+	Hash string
+	// Bytes is the size of the document's bytes.
+	Bytes    int
+	Text     string
+	Passages []Passage
+}
+
+// Extensions are the file extensions ReadDocument knows, lower case. Any
+// other extension is read as plain text.
+var Extensions = []string{".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".jsonl", ".ndjson"}
+
+// Supported reports whether ext (e.g. ".md", any case) is one of [Extensions].
+func Supported(ext string) bool { return slices.Contains(Extensions, strings.ToLower(ext)) }
+
+// ReadDocument reads the document at path; its extension says how (see
+// [ParseDocument]).
+func ReadDocument(path string) (Document, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", "", err
+		return Document{}, err
 	}
+	return ParseDocument(filepath.Ext(path), b)
+}
+
+// ParseDocument parses a document's bytes by its extension: text and
+// markdown are taken as they are; HTML is reduced to its visible text, one
+// block element a line; PDF to the text of its pages; JSONL (.jsonl,
+// .ndjson) is a file of passages, one JSON object a line (see
+// [ParsePassages]). Any other extension is plain text.
+func ParseDocument(ext string, b []byte) (Document, error) {
 	h := sha256.Sum256(b)
-	text = string(b)
-	switch strings.ToLower(filepath.Ext(path)) {
+	d := Document{Hash: hex.EncodeToString(h[:]), Bytes: len(b)}
+	var err error
+	switch strings.ToLower(ext) {
 	case ".html", ".htm":
-		text = HTMLText(text)
+		d.Text = HTMLText(string(b))
 	case ".pdf":
-		return "", "", errors.New("PDF is not supported yet: convert it to text first")
+		d.Text, err = PDFText(b)
+	case ".jsonl", ".ndjson":
+		d.Passages, err = ParsePassages(b)
+	default:
+		d.Text = string(b)
 	}
-	return text, hex.EncodeToString(h[:]), nil
+	if err != nil {
+		return Document{}, err
+	}
+	return d, nil
+}
+
+// Pieces chunks the document. Text is chunked as a whole; each passage is
+// chunked on its own (a chunk never spans two passages), its chunk ids
+// derive from the passage id, and its chunks carry the passage's id, title
+// and url as metadata.
+func (d Document) Pieces(documentID string, tok convo.Tokenizer, opts ChunkOptions) ([]Piece, error) {
+	if d.Passages == nil {
+		return Chunk(documentID, d.Text, tok, opts)
+	}
+	var out []Piece
+	for _, p := range d.Passages {
+		pieces, err := p.Pieces(documentID, len(out), tok, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pieces...)
+	}
+	return out, nil
+}
+
+// Pieces chunks one passage of a document; first is the index of its first
+// chunk in the document. The title, when the text does not already start
+// with it, is the first line of the chunked text, so that it is searched
+// and embedded with the passage.
+func (p Passage) Pieces(documentID string, first int, tok convo.Tokenizer, opts ChunkOptions) ([]Piece, error) {
+	text := p.Text
+	if p.Title != "" && !strings.HasPrefix(strings.TrimSpace(text), p.Title) {
+		text = p.Title + "\n" + text
+	}
+	pieces, err := Chunk(p.ID, text, tok, opts)
+	if err != nil {
+		return nil, fmt.Errorf("line %d: passage %q: %w", p.Line, p.ID, err)
+	}
+	for i := range pieces {
+		pc := &pieces[i]
+		// The passage id leads (readable, and a prefix to find a passage's
+		// chunks by); the hash also covers the document, so that the same
+		// passage in two documents gives two chunks.
+		h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d\x00%s", documentID, p.ID, i, pc.Text))
+		pc.ID = fmt.Sprintf("%s#%d-%s", p.ID, i, hex.EncodeToString(h[:6]))
+		pc.Index = first + i
+		pc.Metadata = map[string]string{"passage": p.ID}
+		if p.Title != "" {
+			pc.Metadata["title"] = p.Title
+		}
+		if p.URL != "" {
+			pc.Metadata["url"] = p.URL
+		}
+	}
+	return pieces, nil
 }
 
 var blockTags = map[string]bool{

@@ -1,10 +1,13 @@
 package ingest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxflow/ctxflow/activities/ingest/ingesttest"
 )
 
 func TestHTMLText(t *testing.T) {
@@ -19,29 +22,55 @@ func TestHTMLText(t *testing.T) {
 
 func TestReadDocument(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
+	write := func(name string, body []byte) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(p, body, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	md := write("a.md", "# Title\n\nSome text.")
-	text, hash, err := ReadDocument(md)
-	if err != nil || text != "# Title\n\nSome text." || len(hash) != 64 {
-		t.Fatalf("markdown: %q %q %v", text, hash, err)
+	md := write("a.md", []byte("# Title\n\nSome text."))
+	d, err := ReadDocument(md)
+	if err != nil || d.Text != "# Title\n\nSome text." || len(d.Hash) != 64 || d.Bytes != 19 || d.Passages != nil {
+		t.Fatalf("markdown: %+v %v", d, err)
 	}
-	_, hash2, _ := ReadDocument(write("b.md", "# Title\n\nSome text."))
-	if hash2 != hash {
+	if d2, _ := ReadDocument(write("b.md", []byte("# Title\n\nSome text."))); d2.Hash != d.Hash {
 		t.Error("same bytes, different hash")
 	}
-	if text, _, _ := ReadDocument(write("c.html", "<p>hello <i>world</i></p>")); text != "hello world" {
-		t.Errorf("html: %q", text)
+	if d, _ := ReadDocument(write("c.HTML", []byte("<p>hello <i>world</i></p>"))); d.Text != "hello world" {
+		t.Errorf("html: %q", d.Text)
 	}
-	if _, _, err := ReadDocument(write("d.pdf", "%PDF-1.4")); err == nil || !strings.Contains(err.Error(), "PDF") {
-		t.Errorf("pdf: %v", err)
+	if d, err := ReadDocument(write("d.pdf", ingesttest.PDF([][]string{{"Hello PDF."}}))); err != nil || d.Text != "Hello PDF." {
+		t.Errorf("pdf: %q %v", d.Text, err)
 	}
-	if _, _, err := ReadDocument(filepath.Join(dir, "missing.txt")); err == nil {
+	if _, err := ReadDocument(write("e.pdf", []byte("%PDF-1.4"))); err == nil || !strings.Contains(err.Error(), "PDF") {
+		t.Errorf("broken pdf: %v", err)
+	}
+	d, err = ReadDocument(write("f.jsonl", []byte(`{"id":"p1","text":"One."}`+"\n"+`{"id":"p2","text":"Two.","title":"T"}`)))
+	if err != nil || len(d.Passages) != 2 || d.Text != "" || d.Passages[1].Title != "T" || d.Passages[1].Line != 2 {
+		t.Errorf("jsonl: %+v %v", d, err)
+	}
+	var le *LineError
+	if _, err := ReadDocument(write("g.ndjson", []byte(`{"id":"p1","text":"One."}`+"\n"+`{"id":"p1"`))); !errors.As(err, &le) || le.Line != 2 {
+		t.Errorf("bad ndjson: %v", err)
+	}
+	if d, _ := ReadDocument(write("h.rst", []byte("Plain *text*."))); d.Text != "Plain *text*." {
+		t.Errorf("unknown extension: %q", d.Text)
+	}
+	if _, err := ReadDocument(filepath.Join(dir, "missing.txt")); err == nil {
 		t.Error("missing file: no error")
+	}
+}
+
+func TestSupported(t *testing.T) {
+	for _, ext := range []string{".md", ".MD", ".markdown", ".txt", ".html", ".htm", ".pdf", ".jsonl", ".ndjson"} {
+		if !Supported(ext) {
+			t.Errorf("%s not supported", ext)
+		}
+	}
+	for _, ext := range []string{"", ".bin", ".docx", "md"} {
+		if Supported(ext) {
+			t.Errorf("%q supported", ext)
+		}
 	}
 }

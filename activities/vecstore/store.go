@@ -776,4 +776,3 @@ func (s *Store) hybrid(ctx context.Context, req activities.SearchRequest, k int)
 	}
 	return activities.FuseRRF(lists...), nil
 }
-

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,15 +16,14 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ctxflow/ctxflow/activities/ingest"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
-// ingestible are the file types `ctxflow ingest` takes from a directory.
-var ingestible = map[string]bool{".md": true, ".markdown": true, ".txt": true, ".html": true, ".htm": true}
-
 // runIngest ingests files (or the supported files below directories) through
-// IngestWorkflow, one workflow per document, showing a progress bar.
-func runIngest(ctx context.Context, c client.Client, paths []string, out io.Writer) error {
+// IngestWorkflow, one workflow per document. Each document's result is a
+// line on out; its progress is shown on progressOut (see [progress]).
+func runIngest(ctx context.Context, c client.Client, paths []string, out, progressOut io.Writer) error {
 	if len(paths) == 0 {
 		return fmt.Errorf("ingest: name at least one file or directory")
 	}
@@ -37,7 +37,7 @@ func runIngest(ctx context.Context, c client.Client, paths []string, out io.Writ
 			if err != nil {
 				return err
 			}
-			if d.IsDir() || (path != abs && !ingestible[strings.ToLower(filepath.Ext(path))]) {
+			if d.IsDir() || (path != abs && !ingest.Supported(filepath.Ext(path))) {
 				return nil
 			}
 			files = append(files, path)
@@ -47,8 +47,9 @@ func runIngest(ctx context.Context, c client.Client, paths []string, out io.Writ
 			return fmt.Errorf("ingest %s: %w", p, err)
 		}
 	}
+	tty := isTerminal(progressOut)
 	for _, f := range files {
-		if err := ingestFile(ctx, c, f, out); err != nil {
+		if err := ingestFile(ctx, c, f, out, &progress{w: progressOut, tty: tty, name: filepath.Base(f)}); err != nil {
 			return err
 		}
 	}
@@ -68,7 +69,7 @@ func documentID(abs string) string {
 	return name + "-" + hex.EncodeToString(h[:4])
 }
 
-func ingestFile(ctx context.Context, c client.Client, path string, out io.Writer) error {
+func ingestFile(ctx context.Context, c client.Client, path string, out io.Writer, bar *progress) error {
 	doc := documentID(path)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.IngestWorkflowID(doc), TaskQueue: workflows.TaskQueue,
@@ -82,27 +83,73 @@ func ingestFile(ctx context.Context, c client.Client, path string, out io.Writer
 	done := make(chan error, 1)
 	var res workflows.IngestProgress
 	go func() { done <- run.Get(ctx, &res) }()
+	bar.update(workflows.IngestProgress{DocumentID: doc})
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-done:
 			if err != nil {
-				fmt.Fprintln(out)
+				bar.end(false)
 				return fmt.Errorf("ingest %s: %w", path, err)
 			}
-			fmt.Fprintf(out, "\r%s %s: %d chunks, %d bytes\n", bar(res.Done, res.Batches), filepath.Base(path), res.Stored, res.Bytes)
+			bar.update(res)
+			bar.end(true)
+			fmt.Fprintf(out, "%s: %d chunks, %d bytes\n", filepath.Base(path), res.Stored, res.Bytes)
 			return nil
 		case <-tick.C:
-			if v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.QueryProgress); err == nil {
-				var p workflows.IngestProgress
-				if v.Get(&p) == nil {
-					fmt.Fprintf(out, "\r%s %s", bar(p.Done, p.Batches), filepath.Base(path))
-				}
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			v, err := c.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.QueryProgress)
+			var p workflows.IngestProgress
+			if err == nil && v.Get(&p) == nil {
+				bar.update(p)
 			}
+			cancel()
 		case <-ctx.Done():
+			bar.end(false)
 			return ctx.Err()
 		}
+	}
+}
+
+// progress shows one document's ingestion: on a terminal a bar redrawn in
+// place; elsewhere (a log, a pipe) a plain line when the batches are known
+// and then at every tenth of them, so that logs stay readable.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	name  string
+	shown bool // the bar is on the terminal's current line
+	// reported is 1 + the tenths of the batches done at the last plain
+	// line, 0 before the first.
+	reported int
+}
+
+func (p *progress) update(pr workflows.IngestProgress) {
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s %s", bar(pr.Done, pr.Batches), p.name)
+		p.shown = true
+		return
+	}
+	if pr.Batches == 0 {
+		return // not chunked yet
+	}
+	tenth := pr.Done * 10 / pr.Batches
+	if tenth+1 == p.reported {
+		return
+	}
+	p.reported = tenth + 1
+	fmt.Fprintf(p.w, "%s: %d/%d batches (%d%%), %d chunks stored of %d\n", p.name, pr.Done, pr.Batches, pr.Done*100/pr.Batches, pr.Stored, pr.Chunks)
+}
+
+// end finishes the bar's line on a terminal.
+func (p *progress) end(ok bool) {
+	if p.tty && p.shown {
+		if !ok {
+			fmt.Fprint(p.w, " failed")
+		}
+		fmt.Fprintln(p.w)
+		p.shown = false
 	}
 }
 
@@ -110,7 +157,17 @@ func bar(done, total int) string {
 	const width = 24
 	n := 0
 	if total > 0 {
-		n = done * width / total
+		n = min(done*width/total, width)
 	}
 	return fmt.Sprintf("[%s%s] %d/%d", strings.Repeat("#", n), strings.Repeat("-", width-n), done, total)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -43,9 +43,11 @@ commands:
   worker   run a worker against the Temporal cluster at $TEMPORAL_ADDRESS
   api      serve the HTTP API against the Temporal cluster at $TEMPORAL_ADDRESS
   ingest PATH...
-           ingest files (.md .txt .html) or directories into the knowledge
-           base, through the workers of the cluster at $TEMPORAL_ADDRESS
-           (with ctxflow dev running, that is the embedded one)
+           ingest files (.md .txt .html .pdf, .jsonl of passages) or
+           directories into the knowledge base, through the workers of the
+           cluster at $TEMPORAL_ADDRESS (with ctxflow dev running, that is
+           the embedded one); progress on stderr, one line per document on
+           stdout
   eval [DIR]
            retrieval recall@5 on a closed-corpus evaluation set (default
            ../shared/evaldata/mtrag): dense, keyword and hybrid search, with
@@ -92,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "ingest":
 		var c client.Client
 		if c, err = dialExternal(ctx, cfg, log); err == nil {
-			err = runIngest(ctx, c, args[1:], stdout)
+			err = runIngest(ctx, c, args[1:], stdout, stderr)
 			c.Close()
 		}
 	case "help", "-h", "--help":
@@ -214,9 +216,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 
 // serveHTTP serves the API until ctx ends, then drains in-flight requests.
 func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, ready func(string)) error {
+	uploads, err := filepath.Abs(cfg.Uploads())
+	if err != nil {
+		return fmt.Errorf("upload directory %s: %w", cfg.Uploads(), err)
+	}
 	h := api.New(c, api.Options{
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
-		TurnWaitTimeout: cfg.TurnWaitTimeout, Logger: log.With("component", "api"),
+		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
+		IngestWaitTimeout: cfg.IngestWaitTimeout, Logger: log.With("component", "api"),
 	}).Handler()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

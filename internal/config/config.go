@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,12 @@ type Config struct {
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 	TurnWaitTimeout time.Duration
+	// UploadDir holds documents uploaded through the API, which the workers
+	// read by the same path. It is kept as configured; [Config.Uploads]
+	// resolves it.
+	UploadDir         string
+	MaxUploadBytes    int64
+	IngestWaitTimeout time.Duration
 
 	OllamaHost    string
 	ModelProvider string
@@ -37,8 +44,12 @@ type Config struct {
 	// AltEmbeddingModels are tried when the collection's dimension is not
 	// the embedding model's ("offline" is the built-in embedder).
 	AltEmbeddingModels []string
-	Tokenizer          string
-	TranscriptSync     bool
+	// VectorStore is "embedded" (under DataDir) or "milvus".
+	VectorStore    string
+	MilvusAddress  string
+	MilvusToken    string
+	Tokenizer      string
+	TranscriptSync bool
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -64,9 +75,15 @@ var Vars = []Var{
 	{"CTXFLOW_MAX_BODY_BYTES", "1048576", "largest HTTP request body accepted"},
 	{"CTXFLOW_SHUTDOWN_TIMEOUT", "15s", "grace period for in-flight requests and activities on SIGINT/SIGTERM"},
 	{"CTXFLOW_TURN_WAIT_TIMEOUT", "5m", "longest a `?wait=true` turn request waits for its answer"},
+	{"CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/uploads", "`POST /v1/documents` stores uploads here and the workers read them by the same absolute path: with separate api and worker processes, mount one shared volume at this path in both"},
+	{"CTXFLOW_MAX_UPLOAD_BYTES", "33554432", "largest document upload (`POST /v1/documents` body) accepted"},
+	{"CTXFLOW_INGEST_WAIT_TIMEOUT", "5m", "longest a `?wait=true` upload waits for its ingestion (then `202`, and the ingestion goes on)"},
 	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
 	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama` or `offline`"},
-	{"CTXFLOW_COLLECTION", "rag_documents", "vector collection of the knowledge base (under `CTXFLOW_DATA_DIR/vectors`)"},
+	{"CTXFLOW_COLLECTION", "rag_documents", "vector collection of the knowledge base (under `CTXFLOW_DATA_DIR/vectors`, or in Milvus)"},
+	{"CTXFLOW_VECTOR_STORE", "embedded", "`embedded` (chromem-go + bleve under `CTXFLOW_DATA_DIR/vectors`) or `milvus`"},
+	{"MILVUS_ADDRESS", "localhost:19530", "Milvus endpoint when `CTXFLOW_VECTOR_STORE=milvus` (`https://…` for TLS)"},
+	{"MILVUS_TOKEN", "unset", "Milvus API key or `user:password`"},
 	{"CTXFLOW_TOKENIZER", "cl100k_base", "tiktoken encoding for token budgets (`cl100k_base` or `o200k_base`)"},
 	{"CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)"},
 	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
@@ -99,13 +116,19 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		MaxBodyBytes:      int64(p.int("CTXFLOW_MAX_BODY_BYTES", 1<<20)),
 		ShutdownTimeout:   p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
 		TurnWaitTimeout:   p.dur("CTXFLOW_TURN_WAIT_TIMEOUT", 5*time.Minute),
+		MaxUploadBytes:    int64(p.int("CTXFLOW_MAX_UPLOAD_BYTES", 32<<20)),
+		IngestWaitTimeout: p.dur("CTXFLOW_INGEST_WAIT_TIMEOUT", 5*time.Minute),
 		OllamaHost:        p.str("OLLAMA_HOST", "http://127.0.0.1:11434"),
 		ModelProvider:     p.str("CTXFLOW_MODEL_PROVIDER", "auto"),
 		Collection:        p.str("CTXFLOW_COLLECTION", "rag_documents"),
+		VectorStore:       p.str("CTXFLOW_VECTOR_STORE", "embedded"),
+		MilvusAddress:     p.str("MILVUS_ADDRESS", "localhost:19530"),
+		MilvusToken:       p.str("MILVUS_TOKEN", ""),
 		Tokenizer:         p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
 		TranscriptSync:    p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
 		LogFormat:         p.str("CTXFLOW_LOG_FORMAT", "text"),
 	}
+	c.UploadDir = p.str("CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/uploads")
 	c.Session = workflows.DefaultSessionConfig()
 	c.Session.LLMModel = p.str("CTXFLOW_LLM_MODEL", c.Session.LLMModel)
 	c.Session.EmbeddingModel = p.str("CTXFLOW_EMBEDDING_MODEL", c.Session.EmbeddingModel)
@@ -133,6 +156,15 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.MaxBodyBytes < 1024 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes))
+	}
+	if c.MaxUploadBytes < 1024 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_UPLOAD_BYTES %d: want at least 1024", c.MaxUploadBytes))
+	}
+	if c.IngestWaitTimeout <= 0 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_INGEST_WAIT_TIMEOUT %s: want more than 0", c.IngestWaitTimeout))
+	}
+	if c.VectorStore != "embedded" && c.VectorStore != "milvus" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_VECTOR_STORE %q: want embedded or milvus", c.VectorStore))
 	}
 	if c.ModelProvider != "auto" && c.ModelProvider != "ollama" && c.ModelProvider != "offline" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MODEL_PROVIDER %q: want auto, ollama or offline", c.ModelProvider))
@@ -194,6 +226,17 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		return c, fmt.Errorf("configuration: %w", errors.Join(p.errs...))
 	}
 	return c, nil
+}
+
+// Uploads returns the upload directory: UploadDir with a leading
+// $CTXFLOW_DATA_DIR (the default, or a value no shell expanded) replaced by
+// the data directory.
+func (c Config) Uploads() string {
+	dir := c.UploadDir
+	if rest, ok := strings.CutPrefix(dir, "$CTXFLOW_DATA_DIR"); ok {
+		dir = c.DataDir + rest
+	}
+	return filepath.Clean(dir)
 }
 
 // Logger returns the slog logger the configuration asks for.

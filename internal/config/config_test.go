@@ -39,10 +39,15 @@ func TestDefaults(t *testing.T) {
 		MaxBodyBytes:       1 << 20,
 		ShutdownTimeout:    15 * time.Second,
 		TurnWaitTimeout:    5 * time.Minute,
+		UploadDir:          "$CTXFLOW_DATA_DIR/uploads",
+		MaxUploadBytes:     32 << 20,
+		IngestWaitTimeout:  5 * time.Minute,
 		OllamaHost:         "http://127.0.0.1:11434",
 		ModelProvider:      "auto",
 		Collection:         "rag_documents",
 		AltEmbeddingModels: []string{"offline"},
+		VectorStore:        "embedded",
+		MilvusAddress:      "localhost:19530",
 		Tokenizer:          "cl100k_base",
 		TranscriptSync:     true,
 		Session:            workflows.DefaultSessionConfig(),
@@ -89,9 +94,16 @@ func TestOverrides(t *testing.T) {
 		{"CTXFLOW_MAX_BODY_BYTES", "2048", func(c Config) bool { return c.MaxBodyBytes == 2048 }},
 		{"CTXFLOW_SHUTDOWN_TIMEOUT", "2m30s", func(c Config) bool { return c.ShutdownTimeout == 150*time.Second }},
 		{"CTXFLOW_TURN_WAIT_TIMEOUT", "45s", func(c Config) bool { return c.TurnWaitTimeout == 45*time.Second }},
+		{"CTXFLOW_UPLOAD_DIR", "/shared/uploads/", func(c Config) bool { return c.Uploads() == "/shared/uploads" }},
+		{"CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/../up", func(c Config) bool { return c.Uploads() == "up" }},
+		{"CTXFLOW_MAX_UPLOAD_BYTES", "1048576", func(c Config) bool { return c.MaxUploadBytes == 1<<20 }},
+		{"CTXFLOW_INGEST_WAIT_TIMEOUT", "30m", func(c Config) bool { return c.IngestWaitTimeout == 30*time.Minute }},
 		{"OLLAMA_HOST", "http://gpu:11434", func(c Config) bool { return c.OllamaHost == "http://gpu:11434" }},
 		{"CTXFLOW_MODEL_PROVIDER", "offline", func(c Config) bool { return c.ModelProvider == "offline" }},
 		{"CTXFLOW_COLLECTION", "docs", func(c Config) bool { return c.Collection == "docs" }},
+		{"CTXFLOW_VECTOR_STORE", "milvus", func(c Config) bool { return c.VectorStore == "milvus" }},
+		{"MILVUS_ADDRESS", "milvus:19530", func(c Config) bool { return c.MilvusAddress == "milvus:19530" }},
+		{"MILVUS_TOKEN", "root:Milvus", func(c Config) bool { return c.MilvusToken == "root:Milvus" }},
 		{"CTXFLOW_ALT_EMBEDDING_MODELS", " nomic-embed-text , offline,", func(c Config) bool {
 			return reflect.DeepEqual(c.AltEmbeddingModels, []string{"nomic-embed-text", "offline"})
 		}},
@@ -135,6 +147,23 @@ func TestOverrides(t *testing.T) {
 	}
 }
 
+func TestUploads(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "data/uploads"},
+		{map[string]string{"CTXFLOW_DATA_DIR": "/var/lib/ctxflow"}, "/var/lib/ctxflow/uploads"},
+		{map[string]string{"CTXFLOW_DATA_DIR": "/var/lib/ctxflow", "CTXFLOW_UPLOAD_DIR": "/mnt/shared/"}, "/mnt/shared"},
+		{map[string]string{"CTXFLOW_DATA_DIR": "/d", "CTXFLOW_UPLOAD_DIR": "$CTXFLOW_DATA_DIR/in"}, "/d/in"},
+	} {
+		c, err := load(env(tc.env))
+		if err != nil || c.Uploads() != tc.want {
+			t.Errorf("%v: Uploads() = %q (%v), want %q", tc.env, c.Uploads(), err, tc.want)
+		}
+	}
+}
+
 func TestErrorsNameTheVariable(t *testing.T) {
 	for _, tc := range []struct {
 		name, value string
@@ -151,6 +180,10 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_SHUTDOWN_TIMEOUT", "-1s"},
 		{"CTXFLOW_TURN_WAIT_TIMEOUT", "soon"},
 		{"CTXFLOW_TURN_WAIT_TIMEOUT", "0s"},
+		{"CTXFLOW_MAX_UPLOAD_BYTES", "32MiB"},
+		{"CTXFLOW_MAX_UPLOAD_BYTES", "10"},
+		{"CTXFLOW_INGEST_WAIT_TIMEOUT", "-5m"},
+		{"CTXFLOW_INGEST_WAIT_TIMEOUT", "later"},
 		{"LLM_TIMEOUT", "60"},
 		{"CTXFLOW_SESSION_IDLE_TTL", "1 day"},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "yes"},
@@ -280,7 +313,7 @@ func TestVarsDefaultsAreTheDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range Vars {
-		if strings.Contains(v.Name, ",") {
+		if strings.Contains(v.Name, ",") || v.Default == "unset" {
 			continue
 		}
 		c, err := load(env(map[string]string{v.Name: v.Default}))

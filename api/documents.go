@@ -1,0 +1,566 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/ingest"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// Document states reported by the documents routes.
+const (
+	DocRunning   = "running"   // being ingested
+	DocCompleted = "completed" // ingested: its chunks are searchable
+	DocFailed    = "failed"    // the last ingestion (or deletion) failed
+	DocDeleting  = "deleting"  // being deleted
+)
+
+// documentStatus answers the documents routes: the ingestion's progress
+// (documentId, chunks, batches, done, stored, bytes) and where it stands.
+type documentStatus struct {
+	workflows.IngestProgress
+	WorkflowID string `json:"workflowId"`
+	Status     string `json:"status"`
+	StatusURL  string `json:"statusUrl"`
+	// SHA256 is the uploaded bytes' hash (uploads only).
+	SHA256 string `json:"sha256,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func newDocumentStatus(doc, status string) documentStatus {
+	return documentStatus{
+		IngestProgress: workflows.IngestProgress{DocumentID: doc},
+		WorkflowID:     workflows.IngestWorkflowID(doc), Status: status, StatusURL: "/v1/documents/" + doc,
+	}
+}
+
+// mediaTypes maps the accepted Content-Types of an upload to the extension
+// the document is stored (and read) with.
+var mediaTypes = map[string]string{
+	"text/plain":              ".txt",
+	"text/markdown":           ".md",
+	"text/x-markdown":         ".md",
+	"text/html":               ".html",
+	"application/pdf":         ".pdf",
+	"application/x-ndjson":    ".jsonl",
+	"application/jsonl":       ".jsonl",
+	"application/x-jsonlines": ".jsonl",
+}
+
+func acceptedTypes() string {
+	types := make([]string, 0, len(mediaTypes))
+	for t := range mediaTypes {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	return strings.Join(types, ", ")
+}
+
+// upload is a document received by POST /v1/documents.
+type upload struct {
+	name string // the client's file name, "" if none
+	ext  string // how the workers read it: .txt .md .html .pdf .jsonl
+	body []byte
+	sum  [32]byte
+}
+
+// documentID reads and validates a document id from a path parameter.
+func documentID(c *gin.Context) (string, error) {
+	id := c.Param("id")
+	if err := workflows.ValidateID("documentId", id); err != nil {
+		return "", errInvalid("%s", err)
+	}
+	return id, nil
+}
+
+func (s *Server) postDocument(c *gin.Context) {
+	if s.opts.UploadDir == "" {
+		writeError(c, errUnavailable("document uploads are off: this API has no upload directory (CTXFLOW_UPLOAD_DIR)"))
+		return
+	}
+	for k := range c.Request.URL.Query() {
+		if k != "id" && k != "wait" {
+			writeError(c, errInvalid("unknown query parameter %q: want id or wait", k))
+			return
+		}
+	}
+	wait := false
+	if w, ok := c.GetQuery("wait"); ok {
+		b, err := strconv.ParseBool(w)
+		if err != nil {
+			writeError(c, errInvalid("wait %q: want true or false", w))
+			return
+		}
+		wait = b
+	}
+	doc, given := c.GetQuery("id")
+	if given {
+		if err := workflows.ValidateID("documentId", doc); err != nil {
+			writeError(c, errInvalid("%s", err))
+			return
+		}
+	}
+	up, err := readUpload(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	up.sum = sha256.Sum256(up.body)
+	if err := validateUpload(up); err != nil {
+		writeError(c, err)
+		return
+	}
+	if !given {
+		doc = derivedID(up.name, up.sum) // always a valid id
+	}
+	path, err := s.store(up)
+	if err != nil {
+		s.log.Error("store upload", "document", doc, "error", err, "requestId", c.GetString("requestID"))
+		writeError(c, errInternal("store the upload of %s: %v", doc, err))
+		return
+	}
+	source := up.name
+	if source == "" {
+		source = doc
+	}
+	sum := hex.EncodeToString(up.sum[:])
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.IngestWorkflowID(doc),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "Ingest " + source,
+		StaticDetails:            fmt.Sprintf("document `%s` uploaded as `%s`: %d bytes, sha256 `%s`", doc, source, len(up.body), sum[:16]),
+	}
+	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.IngestWorkflowName,
+		workflows.IngestInput{DocumentID: doc, Path: path, Source: source})
+	if err != nil {
+		writeError(c, documentConflict(doc, err))
+		return
+	}
+	st := newDocumentStatus(doc, DocRunning)
+	st.SHA256, st.Bytes = sum, len(up.body)
+	if !wait {
+		c.JSON(http.StatusAccepted, st)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.IngestWaitTimeout)
+	defer cancel()
+	var p workflows.IngestProgress
+	err = run.Get(ctx, &p)
+	switch {
+	case err == nil:
+		st.IngestProgress, st.Status = p, DocCompleted
+		c.JSON(http.StatusOK, st)
+	case ctx.Err() != nil:
+		// Still running: the client may follow it at the status URL.
+		c.JSON(http.StatusAccepted, st)
+	default:
+		writeError(c, ingestFailed(st, err))
+	}
+}
+
+// documentConflict maps the error of starting a document's workflow: one
+// already running under the id (an ingestion or a deletion) is a conflict.
+func documentConflict(doc string, err error) error {
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return errConflict("document %s is being ingested or deleted: wait for it (GET /v1/documents/%s) and try again", doc, doc)
+	}
+	return fromTemporal("document "+doc, err)
+}
+
+// ingestFailed is the answer for a failed ingestion: 400 when the document
+// was refused, 503 when a model or the store failed after the retries.
+func ingestFailed(st documentStatus, err error) error {
+	msg, typ := rootCause(err)
+	st.Status, st.Error = DocFailed, msg
+	var e *apiError
+	switch typ {
+	case activities.ErrTypeBadInput, activities.ErrTypeDocumentChanged:
+		e = errInvalid("document %s was refused: %s", st.DocumentID, msg)
+	default:
+		e = errUnavailable("ingestion of document %s failed: %s (upload it again to retry)", st.DocumentID, msg)
+	}
+	e.extra = gin.H{"document": st}
+	return e
+}
+
+// rootCause returns the message and type of the innermost application
+// error in err's chain (the activity's own error, without the layers the
+// workflow and the SDK wrap around it), or err's message.
+func rootCause(err error) (msg, typ string) {
+	msg = err.Error()
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var ae *temporal.ApplicationError
+		if !errors.As(e, &ae) {
+			break
+		}
+		msg, typ = ae.Message(), ae.Type()
+		e = ae
+	}
+	return msg, typ
+}
+
+// readUpload reads the document of a request: a multipart form with the
+// field "file", or the raw body with the document's Content-Type.
+func readUpload(c *gin.Context) (upload, error) {
+	ct := c.GetHeader("Content-Type")
+	if ct == "" {
+		return upload{}, errInvalid("Content-Type is required: send multipart/form-data with the field \"file\", or the document itself as one of %s", acceptedTypes())
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return upload{}, errInvalid("Content-Type %q: %v", ct, err)
+	}
+	if mt == "multipart/form-data" {
+		return readMultipart(c)
+	}
+	ext, ok := mediaTypes[mt]
+	if !ok {
+		return upload{}, errInvalid("unsupported Content-Type %q: want multipart/form-data or one of %s", mt, acceptedTypes())
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
+		return upload{}, errInvalid("charset %q: documents must be UTF-8", cs)
+	}
+	var name string
+	if cd := c.GetHeader("Content-Disposition"); cd != "" {
+		_, p, err := mime.ParseMediaType(cd)
+		if err != nil {
+			return upload{}, errInvalid("Content-Disposition %q: %v", cd, err)
+		}
+		if name, err = fileName(p["filename"]); err != nil {
+			return upload{}, err
+		}
+	}
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		return upload{}, bodyError(err)
+	}
+	return upload{name: name, ext: ext, body: body}, nil
+}
+
+func readMultipart(c *gin.Context) (upload, error) {
+	mr, err := c.Request.MultipartReader()
+	if err != nil {
+		return upload{}, errInvalid("multipart body: %v", err)
+	}
+	var (
+		up    upload
+		found bool
+	)
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return upload{}, bodyError(err)
+		}
+		if part.FormName() != "file" {
+			return upload{}, errInvalid("unexpected form field %q: send the document in the field \"file\" (the id goes in the query: ?id=)", part.FormName())
+		}
+		if found {
+			return upload{}, errInvalid("more than one \"file\" field: upload one document a request")
+		}
+		found = true
+		if up, err = readPart(part); err != nil {
+			return upload{}, err
+		}
+	}
+	if !found {
+		return upload{}, errInvalid("multipart body has no field \"file\"")
+	}
+	return up, nil
+}
+
+func readPart(part *multipart.Part) (upload, error) {
+	name, err := fileName(part.FileName())
+	if err != nil {
+		return upload{}, err
+	}
+	up := upload{name: name}
+	if ext := strings.ToLower(filepath.Ext(name)); ingest.Supported(ext) {
+		up.ext = ext
+		if ext == ".ndjson" {
+			up.ext = ".jsonl"
+		}
+	} else if ct := part.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err == nil {
+			up.ext = mediaTypes[mt]
+		}
+	}
+	if up.ext == "" {
+		return upload{}, errInvalid("unsupported document %q (Content-Type %q): want a file named *%s, or one of %s",
+			name, part.Header.Get("Content-Type"), strings.Join(ingest.Extensions, ", *"), acceptedTypes())
+	}
+	if up.body, err = io.ReadAll(part); err != nil {
+		return upload{}, bodyError(err)
+	}
+	return up, nil
+}
+
+// bodyError maps an error reading the request body: over the limit is 413.
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit)}
+	}
+	return errInvalid("request body: %v", err)
+}
+
+// fileName checks a client's file name (base name only, any directories
+// dropped).
+func fileName(name string) (string, error) {
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	switch {
+	case !utf8.ValidString(name):
+		return "", errInvalid("file name is not valid UTF-8")
+	case len(name) > 255:
+		return "", errInvalid("file name is %d bytes, over the 255-byte limit", len(name))
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return "", errInvalid("file name %q holds control characters", name)
+	}
+	return name, nil
+}
+
+// validateUpload refuses what the workers would refuse, so that the client
+// hears it now: an empty document, text that is not UTF-8, a JSONL line
+// that is not a passage (named by its line number), a file that is not a
+// PDF. PDFs are parsed only by the workers.
+func validateUpload(up upload) error {
+	if len(bytes.TrimSpace(up.body)) == 0 {
+		return errInvalid("document is empty")
+	}
+	switch up.ext {
+	case ".pdf":
+		if !bytes.HasPrefix(up.body, []byte("%PDF-")) {
+			return errInvalid("document is not a PDF (it does not start with %%PDF-)")
+		}
+		return nil
+	case ".jsonl":
+		if _, err := ingest.ParsePassages(up.body); err != nil {
+			return errInvalid("JSONL document: %v", err)
+		}
+		return nil
+	}
+	if !utf8.Valid(up.body) {
+		return errInvalid("document is not valid UTF-8")
+	}
+	return nil
+}
+
+var unsafeIDRun = regexp.MustCompile(`[^A-Za-z0-9._:-]+`)
+
+// derivedID is the id of a document uploaded without one: its file name
+// when that is a valid id; else the name made safe plus a short hash of the
+// name (so that names differing only in unsafe characters do not collide);
+// else, without a usable name, doc-<hash of the bytes>. The same file name
+// gives the same id, so uploading a new version replaces the old one.
+func derivedID(name string, sum [32]byte) string {
+	if name != "" && workflows.ValidateID("documentId", name) == nil {
+		return name
+	}
+	if safe := strings.Trim(unsafeIDRun.ReplaceAllString(name, "_"), "._:-"); safe != "" {
+		h := sha256.Sum256([]byte(name))
+		id := safe[:min(len(safe), 110)] + "-" + hex.EncodeToString(h[:4])
+		if workflows.ValidateID("documentId", id) == nil {
+			return id
+		}
+	}
+	return "doc-" + hex.EncodeToString(sum[:8])
+}
+
+// store writes an upload into the upload directory under the hash of its
+// bytes (the same bytes are stored once) and returns its absolute path,
+// which the workers read: api and workers must see the directory at the
+// same path.
+func (s *Server) store(up upload) (string, error) {
+	dir, err := filepath.Abs(s.opts.UploadDir)
+	if err != nil {
+		return "", fmt.Errorf("upload directory: %w", err)
+	}
+	path := filepath.Join(dir, hex.EncodeToString(up.sum[:])+up.ext)
+	if fi, err := os.Stat(path); err == nil && fi.Size() == int64(len(up.body)) {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create upload directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".upload-*")
+	if err != nil {
+		return "", fmt.Errorf("create upload file: %w", err)
+	}
+	defer os.Remove(f.Name()) // after the rename, a no-op
+	_, err = f.Write(up.body)
+	if err == nil {
+		err = f.Chmod(0o640)
+	}
+	if err == nil {
+		err = f.Sync() // the workers may read it after a crash of this process
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("write upload: %w", err)
+	}
+	return path, nil
+}
+
+func (s *Server) getDocument(c *gin.Context) {
+	doc, err := documentID(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	wid := workflows.IngestWorkflowID(doc)
+	desc, err := s.c.DescribeWorkflowExecution(ctx, wid, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		writeError(c, errNotFound("document %s not found", doc))
+		return
+	case err != nil:
+		writeError(c, fromTemporal("document "+doc, err))
+		return
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	runID := info.GetExecution().GetRunId()
+	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	st := newDocumentStatus(doc, DocRunning)
+	switch info.GetType().GetName() {
+	case workflows.IngestWorkflowName:
+	case workflows.DeleteDocumentWorkflowName:
+		switch {
+		case running:
+			st.Status = DocDeleting
+			c.JSON(http.StatusOK, st)
+		case info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+			writeError(c, errNotFound("document %s was deleted", doc))
+		default:
+			st.Status, st.Error = DocFailed, "delete: "+s.failure(ctx, wid, runID)
+			c.JSON(http.StatusOK, st)
+		}
+		return
+	default:
+		writeError(c, errNotFound("document %s not found (%s is a %s)", doc, wid, info.GetType().GetName()))
+		return
+	}
+	if running {
+		// Progress is best effort: a workflow no worker has picked up yet
+		// cannot answer queries.
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		v, err := s.c.QueryWorkflow(qctx, wid, runID, workflows.QueryProgress)
+		if err == nil {
+			err = v.Get(&st.IngestProgress)
+		}
+		if err != nil {
+			s.log.Warn("document progress query", "document", doc, "error", err, "requestId", c.GetString("requestID"))
+			st.IngestProgress = workflows.IngestProgress{DocumentID: doc}
+		}
+		c.JSON(http.StatusOK, st)
+		return
+	}
+	var p workflows.IngestProgress
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		if err := s.c.GetWorkflow(ctx, wid, runID).Get(ctx, &p); err != nil {
+			writeError(c, fromTemporal("document "+doc, err))
+			return
+		}
+		st.IngestProgress, st.Status = p, DocCompleted
+		c.JSON(http.StatusOK, st)
+		return
+	}
+	st.Status, st.Error = DocFailed, s.failure(ctx, wid, runID)
+	c.JSON(http.StatusOK, st)
+}
+
+// failure returns why a closed workflow run did not complete.
+func (s *Server) failure(ctx context.Context, wid, runID string) string {
+	err := s.c.GetWorkflow(ctx, wid, runID).Get(ctx, nil)
+	if err == nil {
+		return "unknown failure"
+	}
+	var te *temporal.TerminatedError
+	var ce *temporal.CanceledError
+	var to *temporal.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		return "terminated"
+	case errors.As(err, &ce):
+		return "canceled"
+	case errors.As(err, &to):
+		return "timed out"
+	}
+	msg, _ := rootCause(err)
+	return msg
+}
+
+// deleteWait bounds how long DELETE waits for the deletion to finish
+// before it answers 202.
+const deleteWait = 30 * time.Second
+
+func (s *Server) deleteDocument(c *gin.Context) {
+	doc, err := documentID(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.IngestWorkflowID(doc),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "Delete document " + doc,
+	}
+	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.DeleteDocumentWorkflowName, workflows.DeleteDocumentInput{DocumentID: doc})
+	if err != nil {
+		writeError(c, documentConflict(doc, err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), deleteWait)
+	defer cancel()
+	err = run.Get(ctx, nil)
+	switch {
+	case err == nil:
+		c.Status(http.StatusNoContent)
+	case ctx.Err() != nil:
+		c.JSON(http.StatusAccepted, newDocumentStatus(doc, DocDeleting))
+	default:
+		msg, _ := rootCause(err)
+		writeError(c, errUnavailable("delete of document %s failed: %s", doc, msg))
+	}
+}

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// correctiveRequest is seed 003's request. Absent numbers take the service
+// defaults; milvusConfig is refused (the store is the workers' to choose).
+type correctiveRequest struct {
+	Query               string          `json:"query"`
+	TopK                *int            `json:"topK"`
+	SimilarityThreshold *float64        `json:"similarityThreshold"`
+	MaxRewriteAttempts  *int            `json:"maxRewriteAttempts"`
+	GradePassThreshold  *float64        `json:"gradePassThreshold"`
+	SearchMode          *string         `json:"searchMode"`
+	LLMModel            *string         `json:"llmModel"`
+	MilvusConfig        json.RawMessage `json:"milvusConfig"`
+}
+
+// correctiveResponse is seed 003's response.
+type correctiveResponse struct {
+	Success bool `json:"success"`
+	workflows.CorrectiveResult
+}
+
+// postCorrective runs one corrective retrieval (CorrectiveRAGWorkflow, not
+// tied to a session) and answers with its result and trace.
+func (s *Server) postCorrective(c *gin.Context) {
+	var body correctiveRequest
+	if err := bindJSON(c, &body, false); err != nil {
+		writeError(c, err)
+		return
+	}
+	switch q := strings.TrimSpace(body.Query); {
+	case q == "":
+		writeError(c, errInvalid("query is empty"))
+		return
+	case len(body.Query) > workflows.MaxQuestionBytes:
+		writeError(c, errInvalid("query is %d bytes, over the %d-byte limit", len(body.Query), workflows.MaxQuestionBytes))
+		return
+	case !utf8.ValidString(body.Query):
+		writeError(c, errInvalid("query is not valid UTF-8"))
+		return
+	case len(body.MilvusConfig) > 0:
+		writeError(c, errInvalid("milvusConfig is not accepted: the workers' vector store is configured by CTXFLOW_COLLECTION (and the store settings) in their environment"))
+		return
+	}
+	cfg, err := workflows.TurnOptions{
+		LLMModel: body.LLMModel, TopK: body.TopK, SimilarityThreshold: body.SimilarityThreshold,
+		SearchMode: body.SearchMode, MaxRewriteAttempts: body.MaxRewriteAttempts, GradePassThreshold: body.GradePassThreshold,
+	}.Apply(s.opts.Defaults)
+	if err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	in := workflows.CorrectiveInput{
+		Query: body.Query, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold,
+		MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
+		SearchMode: cfg.SearchMode, Model: cfg.LLMModel, IncludeText: true, Limits: s.opts.Limits,
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
+	defer cancel()
+	id := newID("rag")
+	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "rag/" + id, TaskQueue: workflows.TaskQueue,
+		WorkflowExecutionTimeout: s.opts.TurnWaitTimeout + time.Minute,
+		StaticSummary:            "Corrective RAG: " + clipRunes(body.Query, 80),
+	}, workflows.CorrectiveRAGWorkflowName, in)
+	if err != nil {
+		writeError(c, fromTemporal("corrective query", err))
+		return
+	}
+	var res workflows.CorrectiveResult
+	if err := run.Get(ctx, &res); err != nil {
+		writeError(c, fromTemporal("corrective query "+run.GetID(), err))
+		return
+	}
+	c.Header("X-Workflow-ID", run.GetID())
+	c.JSON(http.StatusOK, correctiveResponse{Success: true, CorrectiveResult: res})
+}
+
+// clipRunes shortens s to n runes.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}

@@ -1,0 +1,150 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxflow/ctxflow/activities/ingest/ingesttest"
+	"github.com/ctxflow/ctxflow/api"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// documentAnswer is the body of the documents routes.
+type documentAnswer struct {
+	DocumentID string `json:"documentId"`
+	WorkflowID string `json:"workflowId"`
+	Status     string `json:"status"`
+	StatusURL  string `json:"statusUrl"`
+	Chunks     int    `json:"chunks"`
+	Batches    int    `json:"batches"`
+	Done       int    `json:"done"`
+	Stored     int    `json:"stored"`
+	Bytes      int    `json:"bytes"`
+	Error      string `json:"error"`
+}
+
+// TestDocumentsAPI uploads documents over HTTP to a `ctxflow worker`
+// process (JSONL passages raw, a PDF as a multipart form), asks about them,
+// re-uploads, refuses a bad file, and deletes a document.
+func TestDocumentsAPI(t *testing.T) {
+	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
+	s.startWorker()
+	// The worker reads uploads by the path the API gives: here both see
+	// the same directory.
+	docs := httptest.NewServer(api.New(s.client, api.Options{
+		Defaults: workflows.DefaultSessionConfig(), UploadDir: filepath.Join(s.dataDir, "uploads"), Logger: quietLogger(),
+	}).Handler())
+	t.Cleanup(docs.Close)
+	ctx := t.Context()
+
+	send := func(method, path, contentType string, body []byte) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, docs.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, data
+	}
+	ingested := func(code int, data []byte) documentAnswer {
+		t.Helper()
+		var a documentAnswer
+		if err := json.Unmarshal(data, &a); err != nil || code != http.StatusOK || a.Status != "completed" || a.Stored == 0 || a.Stored != a.Chunks {
+			t.Fatalf("upload: %d %s (%v)\n%s", code, data, err, s.workerLogs())
+		}
+		return a
+	}
+
+	passages := `{"id": "flurb-1", "title": "Flurbania traffic code", "url": "https://example.org/flurbania", "text": "In Flurbania, drivers must stop for quokkas at every zebra crossing."}` + "\n" +
+		`{"id": "flurb-2", "text": "弗卢巴尼亚的首都是格伦多，人口约两百万。"}` + "\n"
+	faq := ingested(send(http.MethodPost, "/v1/documents?id=faq&wait=true", "application/x-ndjson", []byte(passages)))
+	if faq.Chunks != 2 || faq.DocumentID != "faq" || faq.WorkflowID != "ingest/faq" {
+		t.Errorf("faq = %+v", faq)
+	}
+
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, err := mw.CreateFormFile("file", "manual.pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = fw.Write(ingesttest.PDF([][]string{{"Quokka robot manual."}, {"Recharge the quokka robot battery every twelve hours."}}))
+	_ = mw.Close()
+	manual := ingested(send(http.MethodPost, "/v1/documents?wait=true", mw.FormDataContentType(), form.Bytes()))
+	if manual.DocumentID != "manual.pdf" {
+		t.Errorf("manual = %+v", manual)
+	}
+
+	// A session finds both, citing where they came from.
+	for i, tc := range []struct{ q, source, idPrefix string }{
+		{"Who must drivers stop for at zebra crossings in Flurbania?", "faq", "flurb-1#0-"},
+		{"How often should the quokka robot battery be recharged?", "manual.pdf", "manual.pdf#0-"},
+	} {
+		res, _, err := s.turn(ctx, "docs", fmt.Sprintf("t%d", i), tc.q)
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", tc.q, err, s.workerLogs())
+		}
+		if !slices.ContainsFunc(res.RetrievedDocs, func(d workflows.Doc) bool {
+			return d.Source == tc.source && strings.HasPrefix(d.ID, tc.idPrefix)
+		}) {
+			t.Errorf("%q: retrieved %+v, want %s from %s", tc.q, res.RetrievedDocs, tc.idPrefix, tc.source)
+		}
+	}
+
+	// Status; re-uploading replaces (same chunks, not doubled).
+	code, data := send(http.MethodGet, "/v1/documents/faq", "", nil)
+	if got := ingested(code, data); got.Chunks != 2 || got.Done != got.Batches {
+		t.Errorf("GET faq = %+v", got)
+	}
+	if again := ingested(send(http.MethodPost, "/v1/documents?id=faq&wait=true", "application/x-ndjson", []byte(passages))); again.Chunks != 2 {
+		t.Errorf("re-upload = %+v", again)
+	}
+
+	// A bad line is refused before anything starts.
+	code, data = send(http.MethodPost, "/v1/documents?id=bad", "application/x-ndjson", []byte(passages+`{"id": "flurb-3"}`+"\n"))
+	if code != http.StatusBadRequest || !strings.Contains(string(data), `line 3: passage \"flurb-3\" has no \"text\"`) {
+		t.Errorf("bad JSONL: %d %s", code, data)
+	}
+	if code, _ := send(http.MethodGet, "/v1/documents/bad", "", nil); code != http.StatusNotFound {
+		t.Errorf("GET of a refused document: %d", code)
+	}
+
+	// Delete: gone from the status and from retrieval.
+	if code, data := send(http.MethodDelete, "/v1/documents/faq", "", nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE faq: %d %s\n%s", code, data, s.workerLogs())
+	}
+	if code, data := send(http.MethodGet, "/v1/documents/faq", "", nil); code != http.StatusNotFound {
+		t.Errorf("GET of a deleted document: %d %s", code, data)
+	}
+	res, _, err := s.turn(ctx, "docs", "t9", "Who must drivers stop for at zebra crossings in Flurbania?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.RetrievedDocs {
+		if d.Source == "faq" {
+			t.Errorf("deleted document retrieved: %+v", d)
+		}
+	}
+	// Deleted documents may be uploaded again.
+	ingested(send(http.MethodPost, "/v1/documents?id=faq&wait=true", "application/x-ndjson", []byte(passages)))
+}
