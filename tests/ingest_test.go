@@ -64,15 +64,7 @@ func TestIngestCommand(t *testing.T) {
 func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
 	s.startWorker()
-	readme, err := filepath.Abs("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), binary, "ingest", readme)
-	cmd.Env = append(os.Environ(), s.env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
+	readme := s.ingestREADME(t)
 	// want is checked in the answer; for the follow-up, whose best
 	// sentences tie lexically, in the retrieved chunks: the quickstart (the
 	// README's first chunk) must be among them.

@@ -2,9 +2,6 @@ package tests
 
 import (
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -65,15 +62,7 @@ func TestSessionMovesFromOfflineToOllama(t *testing.T) {
 	s := startStack(t, stackOptions{extraEnv: []string{"OLLAMA_HOST=http://127.0.0.1:1", "CTXFLOW_LLM_MODEL=" + o.Model}})
 	s.startWorker()
 	ctx := t.Context()
-	readme, err := filepath.Abs("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, binary, "ingest", readme)
-	cmd.Env = append(os.Environ(), s.env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
+	s.ingestREADME(t)
 	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{
 		"sessionId": "switch", "config": map[string]any{"llmModel": o.Model, "maxRewriteAttempts": 1},
 	}, nil); err != nil {

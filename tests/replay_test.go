@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -107,15 +106,7 @@ func TestRecordQAHistory(t *testing.T) {
 	s.startWorker()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	readme, err := filepath.Abs("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, binary, "ingest", readme)
-	cmd.Env = append(os.Environ(), s.env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, out)
-	}
+	s.ingestREADME(t)
 	for i, q := range []string{"What is ctxflow?", "How do I run it?", "thanks!"} {
 		if _, _, err := s.turn(ctx, "qa", fmt.Sprintf("q%d", i), q); err != nil {
 			t.Fatal(err)

@@ -276,3 +276,19 @@ func retryReason(code int, err error) string {
 	}
 	return fmt.Sprintf("%d %s", code, msg)
 }
+
+// ingestREADME ingests the project's README with `ctxflow ingest` and
+// returns its absolute path (the chunks' source).
+func (s *stack) ingestREADME(t *testing.T) string {
+	t.Helper()
+	readme, err := filepath.Abs("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), binary, "ingest", readme)
+	cmd.Env = append(os.Environ(), s.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, out)
+	}
+	return readme
+}
