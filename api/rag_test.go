@@ -22,8 +22,8 @@ func TestPostCorrective(t *testing.T) {
 		in := args[0].(workflows.CorrectiveInput)
 		got, opts = append(got, in), append(opts, o)
 		return run{id: o.ID, get: result(t, workflows.CorrectiveResult{
-			Answer: "The Pixel 8 costs 699 dollars [a].",
-			Query:  workflows.QueryInfo{Original: in.Query, Final: "pixel 8 price", WasRewritten: true, RewriteCount: 1},
+			Answer:         "The Pixel 8 costs 699 dollars [a].",
+			Query:          workflows.QueryInfo{Original: in.Query, Final: "pixel 8 price", WasRewritten: true, RewriteCount: 1},
 			RewriteHistory: []workflows.RewriteRecord{{Attempt: 1, From: in.Query, RewrittenQuery: "pixel 8 price", RewriteReason: "keywords"}},
 			GraderResult:   workflows.GraderResult{PassRate: 1, PassCount: 1, TotalCount: 1},
 			Workflow:       workflows.WorkflowTrace{DecisionPath: []string{"retrieve", "generate"}, TotalDuration: 12},
