@@ -194,15 +194,20 @@ func (c *corrective) run(ctx workflow.Context) error {
 			break
 		}
 		c.decide(fmt.Sprintf("grade: %d of %d passed (%.2f < %.2f) → rewrite", pass, len(docs), g.PassRate, c.in.GradePassThreshold))
-		next, ok := c.rewrite(ctx, query, docs, attempt)
+		r, ok := c.rewrite(ctx, query, docs, attempt)
 		if !ok {
 			break
 		}
+		next := r.RewrittenQuery
 		if tried[normQuery(next)] {
-			c.decide(fmt.Sprintf("rewrite: %q was already tried → generate", next))
+			c.decide(fmt.Sprintf("rewrite: %q was already tried (%s) → generate", clip(next, 60), r.RewriteReason))
 			break
 		}
 		tried[normQuery(next)] = true
+		c.res.RewriteHistory = append(c.res.RewriteHistory, RewriteRecord{
+			Attempt: attempt + 1, From: query, RewrittenQuery: next, RewriteReason: r.RewriteReason, Keywords: r.Keywords,
+		})
+		c.decide(fmt.Sprintf("rewrite → %q", clip(next, 60)))
 		query = next
 		c.res.Query.Final, c.res.Query.WasRewritten, c.res.Query.RewriteCount = next, true, len(c.res.RewriteHistory)
 	}
@@ -317,7 +322,7 @@ func (c *corrective) record(d RAGDoc) {
 }
 
 // rewrite asks for a better query; false ends the loop.
-func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) (string, bool) {
+func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) (activities.Reformulation, bool) {
 	in := activities.ReformulateInput{Original: c.in.Query, Current: query, Model: c.in.Model}
 	for _, d := range docs {
 		in.Failed = append(in.Failed, clip(d.Text, 500))
@@ -333,13 +338,9 @@ func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activiti
 	})
 	if err != nil {
 		c.decide("rewrite failed → generate")
-		return "", false
+		return out, false
 	}
-	c.res.RewriteHistory = append(c.res.RewriteHistory, RewriteRecord{
-		Attempt: attempt + 1, From: query, RewrittenQuery: out.RewrittenQuery, RewriteReason: out.RewriteReason, Keywords: out.Keywords,
-	})
-	c.decide(fmt.Sprintf("rewrite → %q", clip(out.RewrittenQuery, 60)))
-	return out.RewrittenQuery, true
+	return out, true
 }
 
 // generate answers from the documents that passed, in the order found.

@@ -271,6 +271,10 @@ func TestCorrectiveStopsOnRepeatedRewrite(t *testing.T) {
 	if !strings.Contains(strings.Join(res.Workflow.DecisionPath, "\n"), "already tried") {
 		t.Errorf("decision path = %v", res.Workflow.DecisionPath)
 	}
+	// Only the rewrite that searched counts.
+	if len(res.RewriteHistory) != 1 || res.Query.RewriteCount != 1 || res.Query.Final != "r" {
+		t.Errorf("rewrites = %+v, query %+v", res.RewriteHistory, res.Query)
+	}
 }
 
 func TestCorrectiveEmptyKnowledgeBase(t *testing.T) {

@@ -239,9 +239,7 @@ func (e *Engine) reply(msgs []convo.ModelMessage) (string, error) {
 			docs = append(docs, found...)
 		case string(convo.RoleUser), string(convo.RoleAssistant):
 			if i < last {
-				// Citation ids of earlier answers are not topics.
-				content := citation.ReplaceAllString(m.Content, "")
-				history = append(history, convo.Message{Role: convo.Role(m.Role), Content: content})
+				history = append(history, convo.Message{Role: convo.Role(m.Role), Content: m.Content})
 			}
 		}
 	}

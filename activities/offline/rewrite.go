@@ -429,7 +429,8 @@ func trackTopic(history []convo.Message) string {
 	for _, m := range history {
 		switch m.Role {
 		case convo.RoleUser, convo.RoleAssistant, convo.RoleSystem:
-			if c := strings.TrimSpace(stripLabel(m.Content)); c != "" {
+			// Citation ids of earlier answers ("[README.md#9-5dd9…]") are not topics.
+			if c := strings.TrimSpace(citation.ReplaceAllString(stripLabel(m.Content), "")); c != "" {
 				texts = append(texts, c)
 				roles = append(roles, m.Role)
 			}

@@ -128,3 +128,14 @@ func TestEntities(t *testing.T) {
 		}
 	}
 }
+
+func TestRewriteIgnoresCitations(t *testing.T) {
+	history := []convo.Message{
+		{Role: convo.RoleUser, Content: "What does the relevance filter drop?"},
+		{Role: convo.RoleAssistant, Content: labelEN + " From the knowledge base:\n- falls back to the relevance filter's verdicts; [README.md#9-5dd9ef58c81c]\n- below `similarityThreshold` → dropped [README.md#8-3f45b412dc34]"},
+	}
+	r := Rewrite("What does it keep?", history)
+	if strings.Contains(r.Query, "5dd9") || strings.Contains(r.Topic, "README") || strings.Contains(r.Topic, "#") {
+		t.Errorf("Rewrite = %+v: a citation id became the topic", r)
+	}
+}
