@@ -68,6 +68,7 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 	// want is checked in the answer; for the follow-up, whose best
 	// sentences tie lexically, in the retrieved chunks: the quickstart (the
 	// README's first chunk) must be among them.
+	historyBefore := 0
 	for i, tc := range []struct{ q, want, rewritten, chunk string }{
 		{"What is ctxflow?", "multi-turn conversations", "", ""},
 		{"How do I run it?", "", "How do I run ctxflow?", "#0-"},
@@ -76,6 +77,18 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", tc.q, err, s.workerLogs())
 		}
+		// The documents stay in the child's history: a qa turn adds a few
+		// KB to the session's, like a chat turn (about 4 KB) plus the
+		// compact corrective result.
+		n, _, err := historyBytes(t.Context(), s, workflows.SessionWorkflowID(workflows.DefaultTenant, "kb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%q: session history %d bytes (+%d)", tc.q, n, n-historyBefore)
+		if i > 0 && n-historyBefore > 16<<10 {
+			t.Errorf("%q added %d bytes to the session's history", tc.q, n-historyBefore)
+		}
+		historyBefore = n
 		t.Logf("%q → %s (docs %v)", tc.q, res.Answer, docIDs(res.RetrievedDocs))
 		if res.Engine != "offline" || !strings.HasPrefix(res.Answer, "(offline engine)") {
 			t.Errorf("%q: engine %q, answer not labelled: %q", tc.q, res.Engine, res.Answer)

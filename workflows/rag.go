@@ -255,7 +255,7 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 			ra.GradeDoc, activities.GradeInput{Query: query, Doc: d, Model: c.in.Model})
 	}
 	var pass int
-	var failed, reasons []string
+	var failed []string
 	for i, f := range futures {
 		d := docs[i]
 		doc := RAGDoc{
@@ -275,15 +275,17 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 		if doc.Passed {
 			pass++
 		}
-		reasons = append(reasons, fmt.Sprintf("%s: %s", d.ID, verdict(doc)))
 		c.record(doc)
 		c.texts[d.ID] = d.Text
 	}
-	g := GraderResult{PassCount: pass, TotalCount: len(docs), Reasoning: strings.Join(reasons, "; ")}
+	g := GraderResult{PassCount: pass, TotalCount: len(docs)}
 	if len(docs) > 0 {
 		g.PassRate = float64(pass) / float64(len(docs))
 	}
 	g.ShouldRewrite = g.PassRate < c.in.GradePassThreshold
+	// Each document's own reasoning is in the retrieval's documents.
+	g.Reasoning = fmt.Sprintf("%d of %d documents relevant to %q: pass rate %.2f %s the threshold %.2f",
+		pass, len(docs), clip(query, 60), g.PassRate, map[bool]string{true: "below", false: "at or above"}[g.ShouldRewrite], c.in.GradePassThreshold)
 	status, detail := "ok", fmt.Sprintf("%d of %d passed", pass, len(docs))
 	if len(failed) > 0 {
 		g.Degraded = "grader failed, relevance filter used for " + strings.Join(failed, ", ")
@@ -296,13 +298,6 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 		DurationMS: workflow.Now(ctx).Sub(start).Milliseconds(), Detail: detail,
 	})
 	return pass
-}
-
-func verdict(d RAGDoc) string {
-	if d.Grade == nil {
-		return fmt.Sprintf("relevance filter %s (%s)", map[bool]string{true: "kept", false: "dropped"}[d.Passed], d.FilterReason)
-	}
-	return fmt.Sprintf("%s (%.2f) %s", map[bool]string{true: "relevant", false: "irrelevant"}[d.Passed], d.Grade.Confidence, d.Grade.Reasoning)
 }
 
 // record adds or updates a graded document in the result.
