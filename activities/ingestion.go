@@ -66,6 +66,7 @@ type PrepareResult struct {
 // PrepareDocument reads and chunks a document and removes the chunks an
 // earlier version of it left in the store.
 func (a *Ingest) PrepareDocument(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+	defer keepAlive(ctx)()
 	pieces, doc, err := a.pieces(in.DocumentID, in.Path, "")
 	if err != nil {
 		return PrepareResult{}, err
@@ -80,6 +81,7 @@ func (a *Ingest) PrepareDocument(ctx context.Context, in PrepareInput) (PrepareR
 // DeleteDocumentChunks removes every chunk of a document from the store; a
 // document without chunks is not an error, so a retry is harmless.
 func (a *Ingest) DeleteDocumentChunks(ctx context.Context, in DeleteInput) error {
+	defer keepAlive(ctx)()
 	if err := a.Store.DeleteDocument(ctx, in.DocumentID); err != nil {
 		return fmt.Errorf("delete chunks of %s: %w", in.DocumentID, err)
 	}
@@ -101,6 +103,7 @@ type BatchInput struct {
 // IngestBatch embeds and upserts chunks [Batch*BatchSize, (Batch+1)*BatchSize)
 // of a prepared document. Upserts are by chunk id, so a retry is harmless.
 func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
+	defer keepAlive(ctx)()
 	pieces, _, err := a.pieces(in.DocumentID, in.Path, in.Hash)
 	if err != nil {
 		return 0, err

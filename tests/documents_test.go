@@ -12,8 +12,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
 
 	"github.com/ctxflow/ctxflow/activities/ingest/ingesttest"
+	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -147,4 +151,61 @@ func TestDocumentsAPI(t *testing.T) {
 	}
 	// Deleted documents may be uploaded again.
 	ingested(send(http.MethodPost, "/v1/documents?id=faq&wait=true", "application/x-ndjson", []byte(passages)))
+}
+
+// TestIngestSurvivesWorkerKill kills the worker in the middle of a large
+// ingestion: the workflow resumes at its batch on the next worker, and the
+// store ends with every chunk exactly once.
+func TestIngestSurvivesWorkerKill(t *testing.T) {
+	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
+	s.startWorker()
+	ctx := t.Context()
+	path, err := filepath.Abs("../../shared/evaldata/mtrag/passages.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.IngestWorkflowID("mtrag"), TaskQueue: workflows.TaskQueue,
+	}, workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: "mtrag", Path: path, BatchSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress := func() workflows.IngestProgress {
+		var p workflows.IngestProgress
+		if v, err := s.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.QueryProgress); err == nil {
+			_ = v.Get(&p)
+		}
+		return p
+	}
+	deadline := time.Now().Add(time.Minute)
+	killedAt := progress()
+	for ; killedAt.Done < 10; killedAt = progress() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress: %+v\n%s", killedAt, s.workerLogs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.killWorker()
+	start := time.Now()
+	time.Sleep(500 * time.Millisecond)
+	s.startWorker()
+	var res workflows.IngestProgress
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("ingestion: %v\n%s", err, s.workerLogs())
+	}
+	t.Logf("killed after batch %d of %d; finished %s later: %+v", killedAt.Done, killedAt.Batches, time.Since(start).Round(time.Millisecond), res)
+	if killedAt.Done >= killedAt.Batches || res.Done != res.Batches || res.Stored != res.Chunks || res.Chunks < 2000 {
+		t.Fatalf("killed at %+v, result %+v", killedAt, res)
+	}
+	s.killWorker() // release the store
+	time.Sleep(200 * time.Millisecond)
+	store, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(s.dataDir, "vectors"), Collection: "rag_documents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	info, err := store.Info(ctx)
+	if err != nil || info.Count != res.Chunks {
+		t.Fatalf("store holds %d chunks (%v), want %d", info.Count, err, res.Chunks)
+	}
 }

@@ -32,6 +32,7 @@ type DeleteDocumentResult struct {
 func DeleteDocumentWorkflow(ctx workflow.Context, in DeleteDocumentInput) (DeleteDocumentResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    ingestHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10,
 			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput},

@@ -44,6 +44,11 @@ type IngestProgress struct {
 
 var ia *activities.Ingest // method references only
 
+// ingestHeartbeat bounds the silence of a running ingestion activity (they
+// heartbeat while they run): a worker that dies mid-batch is noticed after
+// this, not after the activity's 5-minute timeout.
+const ingestHeartbeat = 10 * time.Second
+
 // maxIngestBatches bounds one document's batches, so that its history stays
 // far below Temporal's limits (about 3 events a batch).
 const maxIngestBatches = 5000
@@ -62,6 +67,7 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 	actx := func(summary string) workflow.Context {
 		return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 5 * time.Minute,
+			HeartbeatTimeout:    ingestHeartbeat,
 			RetryPolicy: &temporal.RetryPolicy{
 				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10,
 				NonRetryableErrorTypes: []string{activities.ErrTypeBadInput, activities.ErrTypeModelPermanent, activities.ErrTypeDocumentChanged},
