@@ -134,6 +134,7 @@ type RetrieveResult struct {
 // Hybrid mode runs the dense and keyword searches and fuses them by
 // reciprocal rank, so that the filter knows each document's similarity.
 func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, error) {
+	defer keepAlive(ctx)()
 	info, err := a.Store.Info(ctx)
 	if err != nil {
 		return RetrieveResult{}, fmt.Errorf("retrieve %q: collection info: %w", clipText(in.Query, 60), err)

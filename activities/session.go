@@ -186,6 +186,7 @@ type RewriteQuestionResult struct {
 // RewriteQuestion makes the turn's question (the window's last message)
 // stand alone from the conversation before it, for retrieval.
 func (a *Session) RewriteQuestion(ctx context.Context, in RewriteQuestionInput) (RewriteQuestionResult, error) {
+	defer keepAlive(ctx)()
 	msgs, err := a.Transcript.Messages(ctx, in.Session, in.WindowIDs)
 	if err != nil {
 		return RewriteQuestionResult{}, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
