@@ -751,6 +751,7 @@ func TestGetSession(t *testing.T) {
 		{name: "unknown", err: serviceerror.NewNotFound("workflow not found"), status: http.StatusNotFound, errCode: "not_found"},
 		{name: "closed", val: encode(t, closed), status: http.StatusNotFound, errCode: "not_found"},
 		{name: "no worker", err: context.DeadlineExceeded, status: http.StatusServiceUnavailable, errCode: "unavailable"},
+		{name: "server deadline", err: serviceerror.NewDeadlineExceeded("context deadline exceeded"), status: http.StatusServiceUnavailable, errCode: "unavailable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)

@@ -55,6 +55,7 @@ func fromTemporal(what string, err error) *apiError {
 		exists    *serviceerror.WorkflowExecutionAlreadyStarted
 		exhausted *serviceerror.ResourceExhausted
 		unavail   *serviceerror.Unavailable
+		deadline  *serviceerror.DeadlineExceeded
 		appErr    *temporal.ApplicationError
 		queryFail *serviceerror.QueryFailed
 	)
@@ -73,7 +74,7 @@ func fromTemporal(what string, err error) *apiError {
 		return errConflict("%s", appErr.Message())
 	case errors.As(err, &queryFail):
 		return errNotFound("%s: %s", what, queryFail.Message)
-	case errors.As(err, &exhausted), errors.As(err, &unavail),
+	case errors.As(err, &exhausted), errors.As(err, &unavail), errors.As(err, &deadline),
 		errors.Is(err, context.DeadlineExceeded):
 		return errUnavailable("%s: %v", what, err)
 	}

@@ -95,8 +95,15 @@ func TestKillWorkerMidTurns(t *testing.T) {
 	for i := range sessions {
 		sid := fmt.Sprintf("kill-%02d", i)
 		var st workflows.SessionState
-		if _, err := s.do(ctx, http.MethodGet, "/v1/sessions/"+sid, nil, &st); err != nil {
-			t.Fatal(err)
+		for attempt := 0; ; attempt++ { // a careful client retries a 503
+			code, err := s.do(ctx, http.MethodGet, "/v1/sessions/"+sid, nil, &st)
+			if err == nil {
+				break
+			}
+			if code != http.StatusServiceUnavailable || attempt == 2 {
+				t.Fatal(err)
+			}
+			t.Logf("GET %s: %v; retrying", sid, err)
 		}
 		if st.Turns != turns || st.Messages != 2*turns || len(st.Pending) != 0 {
 			t.Errorf("%s: turns=%d messages=%d pending=%d", sid, st.Turns, st.Messages, len(st.Pending))
