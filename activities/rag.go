@@ -223,18 +223,19 @@ func (a *RAG) filter(in RetrieveInput, d RetrievedDoc) (bool, string) {
 // collection's; it never searches with a wrong-dimension vector.
 func (a *RAG) embedQuery(ctx context.Context, query string, info CollectionInfo) ([]float32, string, error) {
 	var tried []string
+	var embedErr error // the first embedder failure, if none matched
 	for i, e := range a.Embedders {
 		if d, ok := a.dims.Load(e.Model); ok && info.Dimension > 0 && d.(int) != info.Dimension {
 			tried = append(tried, fmt.Sprintf("%s (%d)", e.Model, d.(int)))
 			continue
 		}
 		vs, err := e.Embedder.Embed(ctx, e.Model, []string{query})
-		if err != nil {
-			err = fmt.Errorf("embed query with %s: %w", e.Model, err)
-			if IsPermanent(err) {
-				return nil, "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+		if err != nil { // an alternative of the right dimension may serve
+			if embedErr == nil {
+				embedErr = fmt.Errorf("embed query with %s: %w", e.Model, err)
 			}
-			return nil, "", err
+			a.logger(ctx).Info("embedder failed, trying the next", "embedder", e.Model, "error", err)
+			continue
 		}
 		if len(vs) != 1 || len(vs[0]) == 0 {
 			return nil, "", fmt.Errorf("embed query with %s: got %d vectors", e.Model, len(vs))
@@ -248,6 +249,12 @@ func (a *RAG) embedQuery(ctx context.Context, query string, info CollectionInfo)
 			return vs[0], e.Model, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s (%d)", e.Model, len(vs[0])))
+	}
+	if embedErr != nil {
+		if IsPermanent(embedErr) {
+			return nil, "", temporal.NewNonRetryableApplicationError(embedErr.Error(), ErrTypeModelPermanent, embedErr)
+		}
+		return nil, "", embedErr
 	}
 	if len(tried) == 0 {
 		tried = append(tried, "none configured")

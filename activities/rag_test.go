@@ -255,3 +255,32 @@ func TestFuseRRF(t *testing.T) {
 		t.Errorf("score of c = %v, want %v", got[0].Score, want)
 	}
 }
+
+// failingEmbedder always fails.
+type failingEmbedder struct{ err error }
+
+func (e failingEmbedder) Embed(context.Context, string, []string) ([][]float32, error) {
+	return nil, e.err
+}
+
+func TestRetrieveFallsBackWhenTheEmbedderFails(t *testing.T) {
+	ctx := context.Background()
+	down := failingEmbedder{errors.New("connection refused")}
+	rag := offlineRAG(newKB(t),
+		activities.NamedEmbedder{Embedder: down, Model: "bge-m3"},
+		activities.NamedEmbedder{Embedder: &offline.Engine{}, Model: offline.ModelName})
+	res, err := rag.Retrieve(ctx, activities.RetrieveInput{Query: "Pixel 8 price", TopK: 2})
+	if err != nil || res.EmbedModel != offline.ModelName {
+		t.Fatalf("Retrieve = %+v, %v", res, err)
+	}
+	// With no alternative of the right dimension, the failure is reported
+	// as it is (transient), not as a dimension mismatch.
+	rag = offlineRAG(newKB(t),
+		activities.NamedEmbedder{Embedder: down, Model: "bge-m3"},
+		activities.NamedEmbedder{Embedder: &sizedEmbedder{dim: 8}, Model: "small"})
+	_, err = rag.Retrieve(ctx, activities.RetrieveInput{Query: "Pixel 8 price", TopK: 2})
+	var appErr *temporal.ApplicationError
+	if err == nil || !strings.Contains(err.Error(), "connection refused") || (errors.As(err, &appErr) && appErr.NonRetryable()) {
+		t.Fatalf("error = %v, want the embedder's transient failure", err)
+	}
+}

@@ -158,7 +158,11 @@ func (a *Session) route(ctx context.Context, question string) (string, string) {
 	case a.Knowledge == nil:
 		return RouteChat, "no knowledge base configured"
 	}
-	info, err := a.Knowledge.Info(ctx)
+	// A store that hangs must not hold the turn: the corrective loop's own
+	// retrieval reports the failure.
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := a.Knowledge.Info(ictx)
 	switch {
 	case err != nil:
 		return RouteQA, "knowledge base info failed: " + err.Error()

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -10,7 +12,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -82,6 +86,18 @@ func (s *Server) postCorrective(c *gin.Context) {
 	}
 	var res workflows.CorrectiveResult
 	if err := run.Get(ctx, &res); err != nil {
+		var appErr *temporal.ApplicationError
+		var timeout *temporal.TimeoutError
+		if errors.As(err, &appErr) || errors.As(err, &timeout) { // the loop ran and its answer failed
+			msg, typ := rootCause(err)
+			status := http.StatusServiceUnavailable
+			code := "unavailable"
+			if typ == activities.ErrTypeModelPermanent || typ == activities.ErrTypeBadInput {
+				status, code = http.StatusBadRequest, "invalid_argument"
+			}
+			writeError(c, &apiError{status: status, code: code, msg: fmt.Sprintf("corrective query %s failed: %s", run.GetID(), msg)})
+			return
+		}
 		writeError(c, fromTemporal("corrective query "+run.GetID(), err))
 		return
 	}

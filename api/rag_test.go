@@ -97,7 +97,14 @@ func TestPostCorrectiveFailure(t *testing.T) {
 		return run{id: o.ID, get: failedWith("collection has dimension 384 but no configured embedder matches", "DimensionMismatch")}, nil
 	}
 	w := do(server(f), http.MethodPost, "/v1/rag/corrective", `{"query":"q"}`)
-	if w.Code < 500 || !strings.Contains(w.Body.String(), "dimension 384") {
-		t.Errorf("status %d body %s", w.Code, w.Body)
+	if b := wantError(t, w, http.StatusServiceUnavailable, "unavailable"); !strings.Contains(b.Error.Message, "dimension 384") {
+		t.Errorf("message %q", b.Error.Message)
+	}
+	f.ExecuteWorkflowFn = func(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+		return run{id: o.ID, get: failedWith(`model "nope" not found`, "ModelPermanent")}, nil
+	}
+	w = do(server(f), http.MethodPost, "/v1/rag/corrective", `{"query":"q","llmModel":"nope"}`)
+	if b := wantError(t, w, http.StatusBadRequest, "invalid_argument"); !strings.Contains(b.Error.Message, `model "nope" not found`) {
+		t.Errorf("message %q", b.Error.Message)
 	}
 }

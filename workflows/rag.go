@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,8 +16,9 @@ const CorrectiveRAGWorkflowName = "CorrectiveRAGWorkflow"
 
 var ra *activities.RAG // method references only
 
-// CorrectiveInput is one corrective retrieval (seed 003). Zero numbers
-// take the defaults of [DefaultConfig].
+// CorrectiveInput is one corrective retrieval (seed 003). A TopK of 0 and
+// an empty Model take the defaults of [DefaultSessionConfig]; the
+// thresholds are used as given (0 means no minimum).
 type CorrectiveInput struct {
 	Query               string  `json:"query"`
 	TopK                int     `json:"topK,omitempty"`
@@ -94,6 +96,17 @@ type RAGDoc struct {
 	// GradedBy is "grader", or "relevance_filter" when the grader failed.
 	GradedBy string `json:"gradedBy"`
 	Passed   bool   `json:"passed"`
+	// Used reports that the answer was generated from it.
+	Used bool `json:"used"`
+}
+
+// confidence orders passed documents: the grader's confidence, or a
+// neutral 0.5 for a document the relevance filter passed.
+func confidence(d RAGDoc) float64 {
+	if d.Grade == nil {
+		return 0.5
+	}
+	return d.Grade.Confidence
 }
 
 // GraderResult is the last grading round.
@@ -158,14 +171,8 @@ func (in CorrectiveInput) withDefaults() CorrectiveInput {
 	if in.TopK <= 0 {
 		in.TopK = d.TopK
 	}
-	if in.SimilarityThreshold <= 0 {
-		in.SimilarityThreshold = d.SimilarityThreshold
-	}
 	if in.MaxRewriteAttempts < 0 {
 		in.MaxRewriteAttempts = 0
-	}
-	if in.GradePassThreshold <= 0 {
-		in.GradePassThreshold = d.GradePassThreshold
 	}
 	if in.Model == "" {
 		in.Model = d.LLMModel
@@ -338,15 +345,26 @@ func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activiti
 	return out, true
 }
 
-// generate answers from the documents that passed, in the order found.
+// generate answers from the documents that passed: the topK most
+// confidently graded, so that the prompt stays as large as one retrieval
+// however many rounds ran.
 func (c *corrective) generate(ctx workflow.Context) error {
-	var docs []activities.DocText
-	var ids []string
+	var passed []RAGDoc
 	for _, d := range c.res.Retrieval.Documents {
 		if d.Passed {
-			docs = append(docs, activities.DocText{ID: d.ID})
-			ids = append(ids, d.ID)
+			passed = append(passed, d)
 		}
+	}
+	sort.SliceStable(passed, func(i, j int) bool { return confidence(passed[i]) > confidence(passed[j]) })
+	passed = passed[:min(len(passed), c.in.TopK)]
+	used := make(map[string]bool, len(passed))
+	docs := make([]activities.DocText, len(passed))
+	ids := make([]string, len(passed))
+	for i, d := range passed {
+		docs[i], ids[i], used[d.ID] = activities.DocText{ID: d.ID}, d.ID, true
+	}
+	for i := range c.res.Retrieval.Documents {
+		c.res.Retrieval.Documents[i].Used = used[c.res.Retrieval.Documents[i].ID]
 	}
 	c.res.Retrieval.TotalDocuments = len(c.res.Retrieval.Documents)
 	c.res.Retrieval.FilteredDocuments = len(docs)
@@ -359,7 +377,8 @@ func (c *corrective) generate(ctx workflow.Context) error {
 		detail := fmt.Sprintf("from %d documents %v", len(docs), ids)
 		if c.in.Generate != nil {
 			gin := *c.in.Generate
-			gin.UseDocs, gin.Docs = c.res.Retrieval.Error == "", docs
+			// Documents that passed before a failed retrieval are still used.
+			gin.UseDocs, gin.Docs = len(docs) > 0 || c.res.Retrieval.Error == "", docs
 			var gen activities.GenerateResult
 			err := workflow.ExecuteActivity(c.actx(ctx, "generate with "+gin.Model, c.in.Limits.LLMTimeout, 3), sa.Generate, gin).Get(ctx, &gen)
 			c.res.Answer, c.res.Model, c.res.Engine = gen.Answer, gen.Model, gen.Engine

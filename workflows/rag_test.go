@@ -27,6 +27,7 @@ type fakeKB struct {
 	docs     map[string][]string
 	count    int
 	searches []string
+	fail     map[string]bool // queries whose search fails
 }
 
 func (k *fakeKB) Upsert(context.Context, []activities.Chunk) error { return nil }
@@ -39,6 +40,9 @@ func (k *fakeKB) Search(_ context.Context, req activities.SearchRequest) ([]acti
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.searches = append(k.searches, req.Text)
+	if k.fail[req.Text] {
+		return nil, errors.New("vector store unreachable")
+	}
 	var hits []activities.Hit
 	for i, text := range k.docs[req.Text] {
 		hits = append(hits, activities.Hit{
@@ -356,5 +360,38 @@ func TestSessionQARouteRunsCorrectiveLoop(t *testing.T) {
 	// With history, the question is first made to stand alone.
 	if s := stepNames(next.result); s != "load_context:ok,rewrite_query:ok,corrective_rag:ok,save:ok" {
 		t.Errorf("third turn steps = %s", s)
+	}
+}
+
+func TestCorrectiveUsesAtMostTopKPassedDocuments(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{
+		"q": {"GOOD a", "noise"}, "r": {"GOOD b", "GOOD c"},
+	}, []string{"r"}, fakeGrader{})
+	res := h.run(t, workflows.CorrectiveInput{Query: "q", TopK: 2, MaxRewriteAttempts: 1, GradePassThreshold: 0.6})
+	var used []string
+	for _, d := range res.Retrieval.Documents {
+		if d.Used {
+			used = append(used, d.ID)
+		}
+	}
+	if !slices.Equal(used, []string{"q-0", "r-0"}) || res.Retrieval.FilteredDocuments != 2 || res.Retrieval.TotalDocuments != 4 {
+		t.Errorf("used %v of %+v", used, res.Retrieval)
+	}
+}
+
+func TestCorrectiveZeroThresholdNeverRewrites(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{"q": {"noise"}}, []string{"r"}, fakeGrader{})
+	res := h.run(t, workflows.CorrectiveInput{Query: "q", MaxRewriteAttempts: 3, GradePassThreshold: 0})
+	if len(h.rewrite.seen) != 0 || res.GraderResult.ShouldRewrite {
+		t.Errorf("a zero pass threshold rewrote: %+v", res.GraderResult)
+	}
+}
+
+func TestCorrectiveKeepsPassedDocumentsWhenALaterRetrievalFails(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{"Pixel 8 price": {"GOOD The Pixel 8 costs 699 dollars.", "noise"}}, []string{"r"}, fakeGrader{})
+	h.kb.fail = map[string]bool{"r": true}
+	res := h.run(t, workflows.CorrectiveInput{Query: "Pixel 8 price", MaxRewriteAttempts: 1, GradePassThreshold: 0.6})
+	if res.Retrieval.Error == "" || res.Retrieval.FilteredDocuments != 1 || !strings.Contains(res.Answer, "[Pixel_8_price-0]") {
+		t.Errorf("retrieval %+v, answer %q", res.Retrieval, res.Answer)
 	}
 }

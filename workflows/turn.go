@@ -146,7 +146,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	err := s.step(ctx, res, "corrective_rag", func() (map[string]any, error) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:               childID,
-			WorkflowExecutionTimeout: 4*s.limits.LLMTimeout*time.Duration(cfg.MaxRewriteAttempts+2) + time.Minute,
+			WorkflowExecutionTimeout: correctiveBudget(s.limits, cfg.MaxRewriteAttempts),
 			StaticSummary:            fmt.Sprintf("corrective retrieval for turn %s of session %s", req.TurnID, s.key),
 		})
 		err := workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
@@ -168,7 +168,11 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 			details["retrievalError"] = out.Retrieval.Error
 		}
 		var filter []string
-		for _, d := range out.Retrieval.Documents {
+		for i, d := range out.Retrieval.Documents {
+			if i == maxFilterDetails {
+				filter = append(filter, fmt.Sprintf("… and %d more (see the child workflow)", len(out.Retrieval.Documents)-i))
+				break
+			}
 			filter = append(filter, fmt.Sprintf("%s %s: %s", d.ID, map[bool]string{true: "kept", false: "dropped"}[d.FilterKept], d.FilterReason))
 		}
 		details["relevanceFilter"] = filter
@@ -182,11 +186,23 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		gen.RewrittenQuery = rq.Question
 	}
 	for _, d := range out.Retrieval.Documents {
-		if d.Passed {
+		if d.Used {
 			gen.Docs = append(gen.Docs, activities.DocRef{ID: d.ID, Score: d.Score, Source: d.Source})
 		}
 	}
 	return gen, err
+}
+
+// maxFilterDetails bounds the relevance-filter verdicts a turn's step
+// keeps: turn results travel in update results and in continue-as-new.
+const maxFilterDetails = 20
+
+// correctiveBudget bounds a corrective child workflow: each round's
+// retrieval (3 attempts of up to a minute), grading and rewrite (2 model
+// attempts each), then generation (3 attempts), with a minute to spare.
+func correctiveBudget(l Limits, rewrites int) time.Duration {
+	round := 3*time.Minute + 4*l.LLMTimeout
+	return time.Duration(rewrites+1)*round + 3*l.LLMTimeout + time.Minute
 }
 
 // calibrated is the window with its token budget in tiktoken tokens scaled
