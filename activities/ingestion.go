@@ -35,9 +35,14 @@ type Ingest struct {
 	Tokenizer convo.Tokenizer
 	// EmbedModel is the embedding model's name.
 	EmbedModel string
-	Chunk      ingest.ChunkOptions
+	// Alternatives are tried, in order, when the collection's dimension
+	// is not the embedder's (as retrieval does: the collection keeps one
+	// embedding space).
+	Alternatives []NamedEmbedder
+	Chunk        ingest.ChunkOptions
 
 	cache pieceCache
+	dims  sync.Map // embedding model → dimension
 }
 
 // ErrTypeDocumentChanged marks a document that changed during its ingestion.
@@ -118,13 +123,14 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 	for i, p := range batch {
 		texts[i] = p.Text
 	}
-	vectors, err := a.Embedder.Embed(ctx, a.EmbedModel, texts)
+	info, err := a.Store.Info(ctx)
 	if err != nil {
-		err = fmt.Errorf("embed batch %d of %s: %w", in.Batch, in.DocumentID, err)
-		if IsPermanent(err) {
-			return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
-		}
-		return 0, err
+		return 0, fmt.Errorf("embed batch %d of %s: collection info: %w", in.Batch, in.DocumentID, err)
+	}
+	embedders := append([]NamedEmbedder{{Embedder: a.Embedder, Model: a.EmbedModel}}, a.Alternatives...)
+	vectors, _, err := embedFor(ctx, embedders, &a.dims, texts, info)
+	if err != nil {
+		return 0, withContext(fmt.Sprintf("embed batch %d of %s", in.Batch, in.DocumentID), err)
 	}
 	source := in.Source
 	if source == "" {

@@ -252,3 +252,49 @@ func BenchmarkIngest(b *testing.B) {
 		}
 	})
 }
+
+// TestIngestAdaptsToTheCollectionDimension: a collection built with the
+// offline embedder (384 dimensions) is fed by it, not by a configured
+// embedder of another dimension; with no match the batch fails for good,
+// naming both dimensions.
+func TestIngestAdaptsToTheCollectionDimension(t *testing.T) {
+	ctx := context.Background()
+	a, store := newIngest(t, ingest.ChunkOptions{})
+	vs, _ := (&offline.Engine{}).Embed(ctx, offline.ModelName, []string{"seed"})
+	if err := store.Upsert(ctx, []activities.Chunk{{ID: "seed", DocumentID: "seed", Text: "seed", Vector: vs[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "doc.md")
+	if err := os.WriteFile(path, []byte("The Pixel 8 costs 699 dollars. It weighs 187 grams."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.Embedder, a.EmbedModel = wideEmbedder{}, "bge-m3"
+	a.Alternatives = []activities.NamedEmbedder{{Embedder: &offline.Engine{}, Model: offline.ModelName}}
+	prep, err := a.PrepareDocument(ctx, activities.PrepareInput{DocumentID: "doc", Path: path, BatchSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := a.IngestBatch(ctx, activities.BatchInput{DocumentID: "doc", Path: path, Hash: prep.Hash, Batch: 0, BatchSize: 8})
+	if err != nil || n != prep.Chunks {
+		t.Fatalf("IngestBatch = %d, %v; want %d chunks through the offline embedder", n, err, prep.Chunks)
+	}
+
+	a.Alternatives = nil
+	_, err = a.IngestBatch(ctx, activities.BatchInput{DocumentID: "doc", Path: path, Hash: prep.Hash, Batch: 0, BatchSize: 8})
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || !appErr.NonRetryable() || !strings.Contains(err.Error(), "dimension 384") || !strings.Contains(err.Error(), "bge-m3 (1024)") {
+		t.Fatalf("error = %v, want a permanent dimension error naming both", err)
+	}
+}
+
+// wideEmbedder embeds in 1024 dimensions, like bge-m3.
+type wideEmbedder struct{}
+
+func (wideEmbedder) Embed(_ context.Context, _ string, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = make([]float32, 1024)
+		out[i][0] = 1
+	}
+	return out, nil
+}

@@ -79,7 +79,6 @@ type RAG struct {
 	// Model answers standalone corrective queries; Engine names its provider.
 	Model  ChatModel
 	Engine string
-	Logger *slog.Logger
 
 	dims sync.Map // embedding model → dimension, learnt from its vectors
 }
@@ -157,6 +156,10 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 		res.EmbedModel = model
 		// Filtering happens below, with reasons: search without a minimum.
 		dense, err = a.Store.Search(ctx, SearchRequest{Vector: vec, Mode: SearchDense, TopK: topK, Filter: in.Filter})
+		if errors.Is(err, ErrDimension) { // the collection changed under us
+			return res, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("retrieve %q: dense search: %v", clipText(in.Query, 60), err), ErrTypeDimension, err)
+		}
 		if err != nil {
 			return res, fmt.Errorf("retrieve %q: dense search: %w", clipText(in.Query, 60), err)
 		}
@@ -222,31 +225,45 @@ func (a *RAG) filter(in RetrieveInput, d RetrievedDoc) (bool, string) {
 // embedQuery embeds query with the first embedder whose dimension is the
 // collection's; it never searches with a wrong-dimension vector.
 func (a *RAG) embedQuery(ctx context.Context, query string, info CollectionInfo) ([]float32, string, error) {
+	vs, model, err := embedFor(ctx, a.Embedders, &a.dims, []string{query}, info)
+	if err != nil {
+		return nil, "", err
+	}
+	return vs[0], model, nil
+}
+
+// embedFor embeds texts with the first of list whose vectors have the
+// collection's dimension (any, for an empty collection), learning each
+// embedder's dimension in dims so that a mismatched one is asked once. A
+// failing embedder is passed over; when none matched, its error is
+// returned (transient or permanent as it was), else a permanent
+// ErrTypeDimension error naming both dimensions and the fix.
+func embedFor(ctx context.Context, list []NamedEmbedder, dims *sync.Map, texts []string, info CollectionInfo) ([][]float32, string, error) {
 	var tried []string
 	var embedErr error // the first embedder failure, if none matched
-	for i, e := range a.Embedders {
-		if d, ok := a.dims.Load(e.Model); ok && info.Dimension > 0 && d.(int) != info.Dimension {
+	for i, e := range list {
+		if d, ok := dims.Load(e.Model); ok && info.Dimension > 0 && d.(int) != info.Dimension {
 			tried = append(tried, fmt.Sprintf("%s (%d)", e.Model, d.(int)))
 			continue
 		}
-		vs, err := e.Embedder.Embed(ctx, e.Model, []string{query})
+		vs, err := e.Embedder.Embed(ctx, e.Model, texts)
 		if err != nil { // an alternative of the right dimension may serve
 			if embedErr == nil {
-				embedErr = fmt.Errorf("embed query with %s: %w", e.Model, err)
+				embedErr = fmt.Errorf("embed with %s: %w", e.Model, err)
 			}
-			a.logger(ctx).Info("embedder failed, trying the next", "embedder", e.Model, "error", err)
+			logger(ctx).Info("embedder failed, trying the next", "embedder", e.Model, "error", err)
 			continue
 		}
-		if len(vs) != 1 || len(vs[0]) == 0 {
-			return nil, "", fmt.Errorf("embed query with %s: got %d vectors", e.Model, len(vs))
+		if len(vs) != len(texts) || len(vs[0]) == 0 {
+			return nil, "", fmt.Errorf("embed with %s: %d vectors for %d texts", e.Model, len(vs), len(texts))
 		}
-		a.dims.Store(e.Model, len(vs[0]))
+		dims.Store(e.Model, len(vs[0]))
 		if info.Dimension == 0 || len(vs[0]) == info.Dimension {
 			if i > 0 {
-				a.logger(ctx).Info("embedder adapted to the collection's dimension",
-					"collection", info.Name, "dimension", info.Dimension, "embedder", e.Model, "instead of", a.Embedders[0].Model)
+				logger(ctx).Info("embedder adapted to the collection's dimension",
+					"collection", info.Name, "dimension", info.Dimension, "embedder", e.Model, "instead of", list[0].Model)
 			}
-			return vs[0], e.Model, nil
+			return vs, e.Model, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s (%d)", e.Model, len(vs[0])))
 	}
@@ -278,12 +295,11 @@ func CheckEmbedder(ctx context.Context, a *RAG) (string, error) {
 	return model, err
 }
 
-func (a *RAG) logger(ctx context.Context) interface{ Info(string, ...any) } {
+// logger is the activity's logger, or slog's default outside an activity
+// (the worker's start-up check).
+func logger(ctx context.Context) interface{ Info(string, ...any) } {
 	if activity.IsActivity(ctx) {
 		return activity.GetLogger(ctx)
-	}
-	if a.Logger != nil {
-		return a.Logger
 	}
 	return slog.Default()
 }
@@ -458,6 +474,18 @@ func DocumentsMessage(docs []DocText) string {
 		fmt.Fprintf(&b, "[%s] %s\n", d.ID, strings.TrimSpace(d.Text))
 	}
 	return b.String()
+}
+
+// withContext prefixes err's message with what failed. An application
+// error keeps its type and retryability: Temporal reads them from the
+// returned error itself, so fmt.Errorf's wrapping would make a permanent
+// failure retryable.
+func withContext(what string, err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() {
+		return temporal.NewNonRetryableApplicationError(what+": "+appErr.Message(), appErr.Type(), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func clipText(s string, n int) string {

@@ -72,10 +72,11 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		return nil, fmt.Errorf("vector store: %w", err)
 	}
 	offlineEngine := &offline.Engine{Tokenizer: tok}
+	embs := embedders(model, embedder, embedModel, cfg.AltEmbeddingModels)
 	rag := &activities.RAG{
-		Store: vectors, Embedders: embedders(model, embedder, embedModel, cfg.AltEmbeddingModels),
+		Store: vectors, Embedders: embs,
 		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: offlineEngine,
-		Model: model, Engine: engine, Logger: log,
+		Model: model, Engine: engine,
 	}
 	if engine != offline.ModelName { // a real model grades and rewrites
 		rag.Grader, rag.Reformulator = activities.ModelGrader{Model: model}, activities.ModelReformulator{Model: model}
@@ -87,7 +88,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 			Knowledge: vectors, Embedder: embedder, EmbedModel: embedModel, Rewriter: offline.Rewriter{},
 			SmallTalk: offlineEngine,
 		},
-		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Tokenizer: tok, EmbedModel: embedModel},
+		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Tokenizer: tok, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,
 		close:  []func() error{store.Close, vectors.Close},
 	}, nil
