@@ -19,6 +19,23 @@ import (
 func BenchmarkTurn(b *testing.B) {
 	s := startStack(b, stackOptions{})
 	s.startWorker()
+	benchTurns(b, s, func(i int) string { return fmt.Sprintf("question %d", i) })
+}
+
+// BenchmarkQATurn measures a turn on the qa route over the ingested README
+// with the offline engine: load context, rewrite the question, the
+// corrective child workflow (retrieve, grade every document in parallel
+// activities, generate), save. The question passes the grader in one
+// round, so this is the loop's floor.
+func BenchmarkQATurn(b *testing.B) {
+	s := startStack(b, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
+	s.startWorker()
+	s.ingestREADME(b)
+	benchTurns(b, s, func(int) string { return "Which vector stores can hold the knowledge base?" })
+}
+
+// benchTurns runs turns of one session and reports their p50 and p99.
+func benchTurns(b *testing.B, s *stack, question func(i int) string) {
 	ctx := b.Context()
 	in := workflows.SessionInput{Tenant: workflows.DefaultTenant, SessionID: "bench", Config: []byte(`{"enableSummarization": false}`)}
 	opts := client.StartWorkflowOptions{
@@ -27,7 +44,7 @@ func BenchmarkTurn(b *testing.B) {
 	}
 	turn := func(i int) time.Duration {
 		start := time.Now()
-		req := workflows.TurnRequest{TurnID: fmt.Sprintf("b%d", i), Question: fmt.Sprintf("question %d", i)}
+		req := workflows.TurnRequest{TurnID: fmt.Sprintf("b%d", i), Question: question(i)}
 		h, err := s.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: s.client.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflowName, in),
 			UpdateOptions: client.UpdateWorkflowOptions{

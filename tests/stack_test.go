@@ -279,7 +279,7 @@ func retryReason(code int, err error) string {
 
 // ingestREADME ingests the project's README with `ctxflow ingest` and
 // returns its absolute path (the chunks' source).
-func (s *stack) ingestREADME(t *testing.T) string {
+func (s *stack) ingestREADME(t testing.TB) string {
 	t.Helper()
 	readme, err := filepath.Abs("../README.md")
 	if err != nil {
