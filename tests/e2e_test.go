@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -138,5 +139,75 @@ func checkTranscript(t *testing.T, path string, turns int) {
 			t.Fatalf("%s: message %d is %s (parent %q), want %s (parent %q)", path, i, m.ID, m.ParentID, want, parent)
 		}
 		parent = m.ID
+	}
+}
+
+// TestKillWorkerMidCorrectiveTurns kills the worker while qa turns are in
+// their corrective child workflows (grading documents in parallel with a
+// model that takes 200 ms and answers in the requested JSON schema). Every
+// turn must still complete once, through the corrective step, with a
+// gap-free transcript.
+func TestKillWorkerMidCorrectiveTurns(t *testing.T) {
+	const sessions, turns = 4, 3
+	s := startStack(t, stackOptions{modelDelay: 200 * time.Millisecond})
+	s.startWorker()
+	s.ingestREADME(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	questions := []string{"What is ctxflow?", "How do I run it?", "Which vector stores does it support?"}
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions*turns)
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("crag-%d", i)
+			for j, q := range questions[:turns] {
+				res, _, err := s.turn(ctx, sid, fmt.Sprintf("t%d", j), q)
+				if err != nil {
+					errs <- fmt.Errorf("%s turn %d: %w", sid, j, err)
+					return
+				}
+				k := slices.IndexFunc(res.Steps, func(s workflows.Step) bool { return s.Name == "corrective_rag" })
+				if res.Status != workflows.TurnCompleted || k < 0 || res.Steps[k].Status != "ok" || res.Answer == "" {
+					errs <- fmt.Errorf("%s turn %d: %+v", sid, j, res)
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for kill, at := range []int64{20, 60} {
+		for s.model.Calls().Chat < at {
+			select {
+			case <-done:
+				t.Fatalf("all turns finished before kill %d", kill+1)
+			case <-ctx.Done():
+				t.Fatalf("no progress before kill %d\n%s", kill+1, s.workerLogs())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		s.killWorker()
+		t.Logf("kill %d after %d model calls", kill+1, s.model.Calls().Chat)
+		time.Sleep(300 * time.Millisecond)
+		s.startWorker()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("turns did not finish: %v\n%s", ctx.Err(), s.workerLogs())
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("%d qa turns with 2 kills; %d model calls", sessions*turns, s.model.Calls().Chat)
+	for i := range sessions {
+		checkTranscript(t, filepath.Join(s.dataDir, "transcripts", workflows.DefaultTenant, fmt.Sprintf("crag-%d.jsonl", i)), turns)
 	}
 }
