@@ -51,7 +51,9 @@ commands:
   eval [DIR]
            retrieval recall@5 on a closed-corpus evaluation set (default
            ../shared/evaldata/mtrag): dense, keyword and hybrid search, with
-           the question as asked, rewritten offline, and the gold rewrite
+           the question as asked, rewritten offline, and the gold rewrite;
+           then the precision and recall of the corrective loop's judges
+           (offline grader, relevance filter) on the retrieved passages
 
 Configuration is read from environment variables (see README.md).
 `
@@ -90,6 +92,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var rep eval.Report
 		if rep, err = eval.Retrieval(ctx, dir, 5); err == nil {
 			rep.Write(stdout)
+			var g eval.GradingReport
+			if g, err = eval.Grading(ctx, dir, 5); err == nil {
+				fmt.Fprintln(stdout)
+				g.Write(stdout)
+			}
 		}
 	case "ingest":
 		var c client.Client

@@ -93,29 +93,12 @@ func Retrieval(ctx context.Context, dir string, k int) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	store, err := vecstore.Open(vecstore.Options{Collection: "eval"})
+	store, inCorpus, err := index(ctx, passages)
 	if err != nil {
 		return rep, err
 	}
 	defer store.Close()
 	emb := offline.Embedder{}
-	inCorpus := map[string]bool{}
-	for start := 0; start < len(passages); start += 256 {
-		batch := passages[start:min(start+256, len(passages))]
-		texts := make([]string, len(batch))
-		for i, p := range batch {
-			texts[i] = p.Text
-		}
-		vs := emb.Embed(texts)
-		chunks := make([]activities.Chunk, len(batch))
-		for i, p := range batch {
-			chunks[i] = activities.Chunk{ID: p.ID, DocumentID: p.ID, Text: p.Text, Vector: vs[i]}
-			inCorpus[p.ID] = true
-		}
-		if err := store.Upsert(ctx, chunks); err != nil {
-			return rep, fmt.Errorf("index passages: %w", err)
-		}
-	}
 	rep.Passages = len(passages)
 
 	sums := map[[2]string]float64{}
@@ -166,6 +149,35 @@ func Retrieval(ctx context.Context, dir string, k int) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// index stores passages in an in-memory embedded store, embedded by the
+// offline embedder, and returns it with the set of their ids.
+func index(ctx context.Context, passages []Passage) (*vecstore.Store, map[string]bool, error) {
+	store, err := vecstore.Open(vecstore.Options{Collection: "eval"})
+	if err != nil {
+		return nil, nil, err
+	}
+	emb := offline.Embedder{}
+	inCorpus := map[string]bool{}
+	for start := 0; start < len(passages); start += 256 {
+		batch := passages[start:min(start+256, len(passages))]
+		texts := make([]string, len(batch))
+		for i, p := range batch {
+			texts[i] = p.Text
+		}
+		vs := emb.Embed(texts)
+		chunks := make([]activities.Chunk, len(batch))
+		for i, p := range batch {
+			chunks[i] = activities.Chunk{ID: p.ID, DocumentID: p.ID, Text: p.Text, Vector: vs[i]}
+			inCorpus[p.ID] = true
+		}
+		if err := store.Upsert(ctx, chunks); err != nil {
+			_ = store.Close()
+			return nil, nil, fmt.Errorf("index passages: %w", err)
+		}
+	}
+	return store, inCorpus, nil
 }
 
 func readJSONL[T any](path string) ([]T, error) {

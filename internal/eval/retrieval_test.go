@@ -49,3 +49,23 @@ func TestRetrievalRecallOnMTRAG(t *testing.T) {
 		t.Errorf("hybrid %.3f below both dense and keyword (%.3f)", rep.Recall(hy, "asked"), worse)
 	}
 }
+
+func TestGradingOnMTRAG(t *testing.T) {
+	rep, err := Grading(t.Context(), mtragDir(t), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	t.Logf("\n%s", b.String())
+	if rep.Cases < 100 || rep.Pairs < 5*rep.Cases/2 || rep.Grader.TP+rep.Grader.FN == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	// A judge worth having keeps gold passages more often than chance.
+	base := ratio(rep.Grader.TP+rep.Grader.FN, rep.Pairs)
+	for name, v := range map[string]Verdicts{"grader": rep.Grader, "filter": rep.Filter} {
+		if v.Precision() <= base || v.Recall() == 0 {
+			t.Errorf("%s: precision %.3f (base rate %.3f), recall %.3f", name, v.Precision(), base, v.Recall())
+		}
+	}
+}
