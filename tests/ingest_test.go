@@ -65,13 +65,14 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
 	s.startWorker()
 	readme := s.ingestREADME(t)
-	// want is checked in the answer; for the follow-up, whose best
-	// sentences tie lexically, in the retrieved chunks: the quickstart (the
-	// README's first chunk) must be among them.
+	// want is checked in the answer. The follow-up's best sentences tie
+	// lexically across the README (many say how to run something), so its
+	// answer must only be about running ctxflow: a README sentence with
+	// both words. Which chunk wins changes as the README grows.
 	historyBefore := 0
-	for i, tc := range []struct{ q, want, rewritten, chunk string }{
-		{"What is ctxflow?", "multi-turn conversations", "", ""},
-		{"How do I run it?", "", "How do I run ctxflow?", "#0-"},
+	for i, tc := range []struct{ q, want, rewritten string }{
+		{"What is ctxflow?", "multi-turn conversations", ""},
+		{"How do I run it?", "run", "How do I run ctxflow?"},
 	} {
 		res, _, err := s.turn(t.Context(), "kb", []string{"k0", "k1"}[i], tc.q)
 		if err != nil {
@@ -96,9 +97,6 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 		if len(res.RetrievedDocs) == 0 || res.RetrievedDocs[0].Source != readme {
 			t.Fatalf("%q: retrieved %+v", tc.q, res.RetrievedDocs)
 		}
-		if tc.chunk != "" && !slices.ContainsFunc(res.RetrievedDocs, func(d workflows.Doc) bool { return strings.Contains(d.ID, tc.chunk) }) {
-			t.Errorf("%q: chunk %s not retrieved: %v", tc.q, tc.chunk, docIDs(res.RetrievedDocs))
-		}
 		// The qa route ran the corrective loop, and its trace says why each
 		// document was kept or dropped.
 		i := slices.IndexFunc(res.Steps, func(s workflows.Step) bool { return s.Name == "corrective_rag" })
@@ -115,7 +113,7 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 		if res.RewrittenQuery != tc.rewritten {
 			t.Errorf("%q: rewritten to %q, want %q", tc.q, res.RewrittenQuery, tc.rewritten)
 		}
-		if !strings.Contains(res.Answer, tc.want) || !strings.Contains(res.Answer, "[README.md-") {
+		if !strings.Contains(res.Answer, tc.want) || !strings.Contains(res.Answer, "ctxflow") || !strings.Contains(res.Answer, "[README.md-") {
 			t.Errorf("%q: answer %q lacks %q or a README citation", tc.q, res.Answer, tc.want)
 		}
 	}
