@@ -16,6 +16,7 @@
 package vecstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -693,7 +695,10 @@ func (s *Store) dense(ctx context.Context, vec []float32, k int, filter map[stri
 	if err != nil {
 		return nil, fmt.Errorf("vecstore: query vector: %w", err)
 	}
-	n := min(k, s.col.Count())
+	// chromem-go ranks in parallel, so which of several equally similar
+	// chunks makes the cut varies between runs: ask for a few more and
+	// break ties by id.
+	n := min(k+denseTieSlack, s.col.Count())
 	if zero || n == 0 {
 		return nil, nil
 	}
@@ -716,8 +721,18 @@ func (s *Store) dense(ctx context.Context, vec []float32, k int, filter map[stri
 		}
 		hits = append(hits, activities.Hit{Chunk: chunkOf(r.ID, r.Content, r.Metadata), Score: float64(r.Similarity)})
 	}
-	return hits, nil
+	slices.SortStableFunc(hits, func(a, b activities.Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Chunk.ID, b.Chunk.ID)
+	})
+	return hits[:min(len(hits), k)], nil
 }
+
+// denseTieSlack is how many extra results a dense search asks for, so that
+// ties at the cut are broken by id rather than by goroutine scheduling.
+const denseTieSlack = 8
 
 func (s *Store) keyword(ctx context.Context, text string, k int, filter map[string]string) ([]activities.Hit, error) {
 	if text == "" || s.col.Count() == 0 {
@@ -739,6 +754,7 @@ func (s *Store) keyword(ctx context.Context, text string, k int, filter map[stri
 		q = bq
 	}
 	req := bleve.NewSearchRequestOptions(q, k, 0, false)
+	req.SortBy([]string{"-_score", "_id"}) // ties by id, not by segment order
 	res, err := s.text.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("vecstore: keyword search: %w", err)
