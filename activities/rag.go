@@ -249,7 +249,7 @@ func embedFor(ctx context.Context, list []NamedEmbedder, dims *sync.Map, texts [
 		vs, err := e.Embedder.Embed(ctx, e.Model, texts)
 		if err != nil { // an alternative of the right dimension may serve
 			if embedErr == nil {
-				embedErr = fmt.Errorf("embed with %s: %w", e.Model, err)
+				embedErr = modelFailure("embed with "+e.Model, err)
 			}
 			logger(ctx).Info("embedder failed, trying the next", "embedder", e.Model, "error", err)
 			continue
@@ -268,9 +268,6 @@ func embedFor(ctx context.Context, list []NamedEmbedder, dims *sync.Map, texts [
 		tried = append(tried, fmt.Sprintf("%s (%d)", e.Model, len(vs[0])))
 	}
 	if embedErr != nil {
-		if IsPermanent(embedErr) {
-			return nil, "", temporal.NewNonRetryableApplicationError(embedErr.Error(), ErrTypeModelPermanent, embedErr)
-		}
 		return nil, "", embedErr
 	}
 	if len(tried) == 0 {
@@ -361,11 +358,7 @@ func (a *RAG) GradeDoc(ctx context.Context, in GradeInput) (Grade, error) {
 	defer keepAlive(ctx)()
 	g, err := a.Grader.Grade(ctx, in.Model, in.Query, in.Doc.Text)
 	if err != nil {
-		err = fmt.Errorf("grade %s for %q: %w", in.Doc.ID, clipText(in.Query, 60), err)
-		if IsPermanent(err) {
-			return Grade{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
-		}
-		return Grade{}, err
+		return Grade{}, modelFailure(fmt.Sprintf("grade %s for %q", in.Doc.ID, clipText(in.Query, 60)), err)
 	}
 	g.Confidence = min(max(g.Confidence, 0), 1)
 	return g, nil
@@ -387,11 +380,7 @@ func (a *RAG) Reformulate(ctx context.Context, in ReformulateInput) (Reformulati
 		Original: in.Original, Current: in.Current, Failed: in.Failed, History: in.History,
 	})
 	if err != nil {
-		err = fmt.Errorf("rewrite %q: %w", clipText(in.Current, 60), err)
-		if IsPermanent(err) {
-			return Reformulation{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
-		}
-		return Reformulation{}, err
+		return Reformulation{}, modelFailure(fmt.Sprintf("rewrite %q", clipText(in.Current, 60)), err)
 	}
 	r.RewrittenQuery = strings.TrimSpace(r.RewrittenQuery)
 	return r, nil
@@ -433,11 +422,7 @@ func (a *RAG) Answer(ctx context.Context, in AnswerInput) (AnswerResult, error) 
 	}
 	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: msgs, Options: in.Options}, nil)
 	if err != nil {
-		err = fmt.Errorf("answer %q with %s: %w", clipText(in.Query, 60), in.Model, err)
-		if IsPermanent(err) {
-			return AnswerResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
-		}
-		return AnswerResult{}, err
+		return AnswerResult{}, modelFailure(fmt.Sprintf("answer %q with %s", clipText(in.Query, 60), in.Model), err)
 	}
 	answer := strings.TrimSpace(resp.Content)
 	if answer == "" {
@@ -474,6 +459,17 @@ func DocumentsMessage(docs []DocText) string {
 		fmt.Fprintf(&b, "[%s] %s\n", d.ID, strings.TrimSpace(d.Text))
 	}
 	return b.String()
+}
+
+// modelFailure says what failed of a model port's error; a permanent model
+// error (unknown model, bad request) becomes a non-retryable activity
+// error, anything else stays retryable.
+func modelFailure(what string, err error) error {
+	err = fmt.Errorf("%s: %w", what, err)
+	if IsPermanent(err) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+	}
+	return err
 }
 
 // withContext prefixes err's message with what failed. An application

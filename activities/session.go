@@ -315,11 +315,7 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	defer keepAlive(ctx)()
 	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, nil)
 	if err != nil {
-		err = fmt.Errorf("generate for %s turn %s with %s: %w", in.Session, in.TurnID, in.Model, err)
-		if IsPermanent(err) {
-			return GenerateResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
-		}
-		return GenerateResult{}, err
+		return GenerateResult{}, modelFailure(fmt.Sprintf("generate for %s turn %s with %s", in.Session, in.TurnID, in.Model), err)
 	}
 	answer := strings.TrimSpace(resp.Content)
 	if answer == "" {
@@ -353,14 +349,13 @@ func (a *Session) retrieve(ctx context.Context, question string, topK int) (stri
 	if len(hits) == 0 {
 		return "", nil, nil
 	}
-	var b strings.Builder
-	b.WriteString("Knowledge base excerpts; answer from them and cite their [ids]:\n")
+	docs := make([]DocText, len(hits))
 	refs := make([]DocRef, len(hits))
 	for i, h := range hits {
-		fmt.Fprintf(&b, "[%s] %s\n", h.Chunk.ID, strings.TrimSpace(h.Chunk.Text))
+		docs[i] = DocText{ID: h.Chunk.ID, Text: h.Chunk.Text}
 		refs[i] = DocRef{ID: h.Chunk.ID, Score: h.Score, Source: h.Chunk.Metadata["source"]}
 	}
-	return b.String(), refs, nil
+	return DocumentsMessage(docs), refs, nil
 }
 
 // SaveAnswerInput stores a turn's answer.
@@ -491,11 +486,7 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 		return resp.Content, err
 	})
 	if err != nil {
-		err = fmt.Errorf("summarize %s: %w", in.Session, err)
-		if IsPermanent(err) {
-			return SummarizeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
-		}
-		return SummarizeResult{}, err
+		return SummarizeResult{}, modelFailure("summarize "+in.Session.String(), err)
 	}
 	// The record goes on the branch, below the leaf: the next message hangs
 	// under it, and its id is derived from the leaf so a retry finds it.
