@@ -189,6 +189,49 @@ type SearchRequest struct {
 	Filter map[string]string
 }
 
+// DefaultTopK is the number of hits a search returns when TopK <= 0.
+const DefaultTopK = 10
+
+// Resolve returns the search's mode and result count, as every VectorStore
+// reads them: Mode "" is hybrid when both Vector and Text are set, else
+// dense or keyword by whichever is; TopK <= 0 is DefaultTopK.
+func (r SearchRequest) Resolve() (SearchMode, int) {
+	mode := r.Mode
+	if mode == "" {
+		switch {
+		case len(r.Vector) > 0 && r.Text != "":
+			mode = SearchHybrid
+		case len(r.Vector) > 0:
+			mode = SearchDense
+		default:
+			mode = SearchKeyword
+		}
+	}
+	k := r.TopK
+	if k <= 0 {
+		k = DefaultTopK
+	}
+	return mode, k
+}
+
+// Keep applies the search's MinScore (0: no minimum) to ranked hits and
+// keeps the first k; nil when none is left. It reuses hits' array.
+func (r SearchRequest) Keep(hits []Hit, k int) []Hit {
+	out := hits[:0]
+	for _, h := range hits {
+		if r.MinScore == 0 || h.Score >= r.MinScore {
+			out = append(out, h)
+		}
+	}
+	if len(out) > k {
+		out = out[:k]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // Hit is a search result.
 type Hit struct {
 	Chunk Chunk   `json:"chunk"`

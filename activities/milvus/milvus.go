@@ -45,11 +45,11 @@ const DefaultCollection = "rag_documents"
 
 // DefaultTopK is the number of hits returned when SearchRequest.TopK <= 0
 // (as in the embedded store).
-const DefaultTopK = 10
+const DefaultTopK = activities.DefaultTopK
 
 // RRFK is the reciprocal-rank-fusion constant of hybrid search: a hit at
 // rank r (from 1) of one list scores 1/(RRFK+r).
-const RRFK = 60
+const RRFK = activities.RRFK
 
 // ErrClosed is returned by calls on a closed Store.
 var ErrClosed = errors.New("milvus: store is closed")

@@ -39,21 +39,7 @@ func (s *Store) Search(ctx context.Context, req activities.SearchRequest) ([]act
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	mode := req.Mode
-	if mode == "" {
-		switch {
-		case len(req.Vector) > 0 && req.Text != "":
-			mode = activities.SearchHybrid
-		case len(req.Vector) > 0:
-			mode = activities.SearchDense
-		default:
-			mode = activities.SearchKeyword
-		}
-	}
-	k := req.TopK
-	if k <= 0 {
-		k = DefaultTopK
-	}
+	mode, k := req.Resolve()
 	k = min(k, maxTopK)
 	filter, err := filterExpr(req.Filter)
 	if err != nil {
@@ -84,19 +70,7 @@ func (s *Store) Search(ctx context.Context, req activities.SearchRequest) ([]act
 	if err != nil {
 		return nil, err
 	}
-	out := hits[:0]
-	for _, h := range hits {
-		if req.MinScore == 0 || h.Score >= req.MinScore {
-			out = append(out, h)
-		}
-	}
-	if len(out) > k {
-		out = out[:k]
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
+	return req.Keep(hits, k), nil
 }
 
 // subSearch is one ANN search: dense on the vector field, or BM25 on the

@@ -52,7 +52,7 @@ var ErrDimension = activities.ErrDimension
 var ErrClosed = errors.New("vecstore: store is closed")
 
 // DefaultTopK is the number of hits returned when SearchRequest.TopK <= 0.
-const DefaultTopK = 10
+const DefaultTopK = activities.DefaultTopK
 
 // RRFK is the reciprocal-rank-fusion constant: a hit at rank r (from 1) of
 // one list scores 1/(RRFK+r).
@@ -604,21 +604,7 @@ func (s *Store) Search(ctx context.Context, req activities.SearchRequest) ([]act
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	mode := req.Mode
-	if mode == "" {
-		switch {
-		case len(req.Vector) > 0 && req.Text != "":
-			mode = activities.SearchHybrid
-		case len(req.Vector) > 0:
-			mode = activities.SearchDense
-		default:
-			mode = activities.SearchKeyword
-		}
-	}
-	k := req.TopK
-	if k <= 0 {
-		k = DefaultTopK
-	}
+	mode, k := req.Resolve()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -645,19 +631,7 @@ func (s *Store) Search(ctx context.Context, req activities.SearchRequest) ([]act
 	if err != nil {
 		return nil, err
 	}
-	out := hits[:0]
-	for _, h := range hits {
-		if req.MinScore == 0 || h.Score >= req.MinScore {
-			out = append(out, h)
-		}
-	}
-	if len(out) > k {
-		out = out[:k]
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
+	return req.Keep(hits, k), nil
 }
 
 func matches(md, filter map[string]string) bool {
