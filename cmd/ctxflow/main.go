@@ -89,15 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 1 {
 			dir = args[1]
 		}
-		var rep eval.Report
-		if rep, err = eval.Retrieval(ctx, dir, 5); err == nil {
-			rep.Write(stdout)
-			var g eval.GradingReport
-			if g, err = eval.Grading(ctx, dir, 5); err == nil {
-				fmt.Fprintln(stdout)
-				g.Write(stdout)
-			}
-		}
+		err = runEval(ctx, dir, stdout)
 	case "ingest":
 		var c client.Client
 		if c, err = dialExternal(ctx, cfg, log); err == nil {
@@ -270,4 +262,26 @@ func displayAddr(a net.Addr) string {
 
 func sdkLogger(log *slog.Logger) sdklog.Logger {
 	return sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
+}
+
+// runEval loads and indexes an evaluation set once and prints its
+// retrieval recall and the corrective judges' scores.
+func runEval(ctx context.Context, dir string, stdout io.Writer) error {
+	set, err := eval.Load(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	rep, err := set.Retrieval(ctx, 5)
+	if err != nil {
+		return err
+	}
+	rep.Write(stdout)
+	g, err := set.Grading(ctx, 5)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	g.Write(stdout)
+	return nil
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/offline"
-	"github.com/ctxflow/ctxflow/convo"
 )
 
 // Verdicts counts how a judge (the grader or the relevance filter) did on
@@ -66,39 +64,18 @@ func (r GradingReport) Write(w io.Writer) {
 }
 
 // Grading runs the corrective loop's retrieval (with its relevance filter)
-// and the offline grader over dir's cases, as the activities do, and
+// and the offline grader over the set's cases, as the activities do, and
 // scores their verdicts against the gold passages.
-func Grading(ctx context.Context, dir string, k int) (GradingReport, error) {
-	rep := GradingReport{Set: filepath.Base(dir), K: k}
-	passages, err := readJSONL[Passage](filepath.Join(dir, "passages.jsonl"))
-	if err != nil {
-		return rep, err
-	}
-	cases, err := readJSONL[Case](filepath.Join(dir, "cases.jsonl"))
-	if err != nil {
-		return rep, err
-	}
-	store, inCorpus, err := index(ctx, passages)
-	if err != nil {
-		return rep, err
-	}
-	defer store.Close()
+func (s *Set) Grading(ctx context.Context, k int) (GradingReport, error) {
+	rep := GradingReport{Set: s.Name, K: k, Cases: len(s.Cases)}
 	engine := &offline.Engine{}
 	rag := &activities.RAG{
-		Store: store, Embedders: []activities.NamedEmbedder{{Embedder: engine, Model: offline.ModelName}},
+		Store: s.store, Embedders: []activities.NamedEmbedder{{Embedder: engine, Model: offline.ModelName}},
 		Grader: engine, Relevance: engine,
 	}
 	threshold := 0.3 // the default similarityThreshold
-	for _, c := range cases {
-		if !slices.ContainsFunc(c.GoldIDs, func(id string) bool { return inCorpus[id] }) {
-			continue
-		}
-		rep.Cases++
-		history := make([]convo.Message, len(c.History))
-		for i, t := range c.History {
-			history[i] = convo.Message{Role: convo.Role(t.Role), Content: t.Content}
-		}
-		q := offline.Rewrite(c.Question, history).Query
+	for _, c := range s.Cases {
+		q := offline.Rewrite(c.Question, c.History).Query
 		res, err := rag.Retrieve(ctx, activities.RetrieveInput{Query: q, TopK: k, SimilarityThreshold: threshold})
 		if err != nil {
 			return rep, fmt.Errorf("case %s: %w", c.ID, err)
@@ -108,14 +85,11 @@ func Grading(ctx context.Context, dir string, k int) (GradingReport, error) {
 			if err != nil {
 				return rep, fmt.Errorf("case %s: %w", c.ID, err)
 			}
-			gold := slices.Contains(c.GoldIDs, d.ID)
+			gold := slices.Contains(c.Gold, d.ID)
 			rep.Pairs++
 			rep.Grader.add(g.IsRelevant, gold)
 			rep.Filter.add(d.Kept, gold)
 		}
-	}
-	if rep.Cases == 0 {
-		return rep, fmt.Errorf("%s: no case has a gold passage in the corpus", dir)
 	}
 	return rep, nil
 }

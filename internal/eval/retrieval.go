@@ -80,68 +80,94 @@ func (r Report) Recall(mode activities.SearchMode, query string) float64 {
 	return -1
 }
 
-// Retrieval indexes dir/passages.jsonl and measures recall@k of
-// dir/cases.jsonl: per case, the share of its gold passages (those in the
-// corpus) found in the top k, averaged over cases.
-func Retrieval(ctx context.Context, dir string, k int) (Report, error) {
-	rep := Report{Set: filepath.Base(dir), K: k}
+// Set is an evaluation set, loaded and indexed: its passages in an
+// in-memory embedded store (offline embedder), and the cases that have a
+// gold passage in the corpus.
+type Set struct {
+	Name     string
+	Passages int
+	Cases    []GoldCase
+	store    *vecstore.Store
+}
+
+// GoldCase is a case with its gold passages that are in the corpus and its
+// history as messages.
+type GoldCase struct {
+	Case
+	Gold    []string
+	History []convo.Message
+}
+
+// Load reads dir/passages.jsonl and dir/cases.jsonl and indexes the
+// passages. Close releases the index.
+func Load(ctx context.Context, dir string) (*Set, error) {
 	passages, err := readJSONL[Passage](filepath.Join(dir, "passages.jsonl"))
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
 	cases, err := readJSONL[Case](filepath.Join(dir, "cases.jsonl"))
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
 	store, inCorpus, err := index(ctx, passages)
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
-	defer store.Close()
-	emb := offline.Embedder{}
-	rep.Passages = len(passages)
-
-	sums := map[[2]string]float64{}
+	set := &Set{Name: filepath.Base(dir), Passages: len(passages), store: store}
 	for _, c := range cases {
-		var gold []string
+		gc := GoldCase{Case: c, History: make([]convo.Message, len(c.History))}
 		for _, id := range c.GoldIDs {
 			if inCorpus[id] {
-				gold = append(gold, id)
+				gc.Gold = append(gc.Gold, id)
 			}
 		}
-		if len(gold) == 0 {
+		if len(gc.Gold) == 0 {
 			continue
 		}
-		rep.Cases++
-		history := make([]convo.Message, len(c.History))
 		for i, t := range c.History {
-			history[i] = convo.Message{Role: convo.Role(t.Role), Content: t.Content}
+			gc.History[i] = convo.Message{Role: convo.Role(t.Role), Content: t.Content}
 		}
+		set.Cases = append(set.Cases, gc)
+	}
+	if len(set.Cases) == 0 {
+		_ = store.Close()
+		return nil, fmt.Errorf("%s: no case has a gold passage in the corpus", dir)
+	}
+	return set, nil
+}
+
+// Close releases the set's index.
+func (s *Set) Close() error { return s.store.Close() }
+
+// Retrieval measures recall@k: per case, the share of its gold passages
+// found in the top k, averaged over cases.
+func (s *Set) Retrieval(ctx context.Context, k int) (Report, error) {
+	rep := Report{Set: s.Name, K: k, Cases: len(s.Cases), Passages: s.Passages}
+	emb := offline.Embedder{}
+	sums := map[[2]string]float64{}
+	for _, c := range s.Cases {
 		queries := map[string]string{
 			"asked":     c.Question,
-			"rewritten": offline.Rewrite(c.Question, history).Query,
+			"rewritten": offline.Rewrite(c.Question, c.History).Query,
 			"gold":      c.GoldRewrite,
 		}
 		for _, form := range []string{"asked", "rewritten", "gold"} {
 			q := queries[form]
 			vec := emb.Embed([]string{q})[0]
 			for _, mode := range []activities.SearchMode{activities.SearchDense, activities.SearchKeyword, activities.SearchHybrid} {
-				hits, err := store.Search(ctx, activities.SearchRequest{Vector: vec, Text: q, Mode: mode, TopK: k})
+				hits, err := s.store.Search(ctx, activities.SearchRequest{Vector: vec, Text: q, Mode: mode, TopK: k})
 				if err != nil {
 					return rep, fmt.Errorf("case %s: %w", c.ID, err)
 				}
 				found := 0
-				for _, id := range gold {
+				for _, id := range c.Gold {
 					if slices.ContainsFunc(hits, func(h activities.Hit) bool { return h.Chunk.ID == id }) {
 						found++
 					}
 				}
-				sums[[2]string{string(mode), form}] += float64(found) / float64(len(gold))
+				sums[[2]string{string(mode), form}] += float64(found) / float64(len(c.Gold))
 			}
 		}
-	}
-	if rep.Cases == 0 {
-		return rep, fmt.Errorf("%s: no case has a gold passage in the corpus", dir)
 	}
 	for _, mode := range []activities.SearchMode{activities.SearchDense, activities.SearchKeyword, activities.SearchHybrid} {
 		for _, form := range []string{"asked", "rewritten", "gold"} {

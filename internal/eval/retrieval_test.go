@@ -23,8 +23,19 @@ func mtragDir(t *testing.T) string {
 	return dir
 }
 
+// loadMTRAG loads and indexes mtrag for one test.
+func loadMTRAG(t *testing.T) *Set {
+	t.Helper()
+	set, err := Load(t.Context(), mtragDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set.Close() })
+	return set
+}
+
 func TestRetrievalRecallOnMTRAG(t *testing.T) {
-	rep, err := Retrieval(t.Context(), mtragDir(t), 5)
+	rep, err := loadMTRAG(t).Retrieval(t.Context(), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +62,7 @@ func TestRetrievalRecallOnMTRAG(t *testing.T) {
 }
 
 func TestGradingOnMTRAG(t *testing.T) {
-	rep, err := Grading(t.Context(), mtragDir(t), 5)
+	rep, err := loadMTRAG(t).Grading(t.Context(), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
