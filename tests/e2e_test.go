@@ -58,28 +58,7 @@ func TestKillWorkerMidTurns(t *testing.T) {
 	// has answered 15, 45 and 75 calls (20 sessions keep ~20 calls open).
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	kills := 0
-	for _, at := range []int64{15, 45, 75} {
-		for s.model.Calls().Chat < at {
-			select {
-			case <-done:
-				t.Fatalf("all turns finished before kill %d", kills+1)
-			case <-ctx.Done():
-				t.Fatalf("no progress before kill %d\n%s", kills+1, s.workerLogs())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		s.killWorker()
-		kills++
-		t.Logf("kill %d at %s after %d model calls", kills, time.Since(start).Round(time.Millisecond), s.model.Calls().Chat)
-		time.Sleep(300 * time.Millisecond)
-		s.startWorker()
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatalf("turns did not finish: %v\n%s", ctx.Err(), s.workerLogs())
-	}
+	kills := s.killWhileRunning(t, ctx, done, start, 15, 45, 75)
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -179,26 +158,7 @@ func TestKillWorkerMidCorrectiveTurns(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	for kill, at := range []int64{20, 60} {
-		for s.model.Calls().Chat < at {
-			select {
-			case <-done:
-				t.Fatalf("all turns finished before kill %d", kill+1)
-			case <-ctx.Done():
-				t.Fatalf("no progress before kill %d\n%s", kill+1, s.workerLogs())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		s.killWorker()
-		t.Logf("kill %d after %d model calls", kill+1, s.model.Calls().Chat)
-		time.Sleep(300 * time.Millisecond)
-		s.startWorker()
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatalf("turns did not finish: %v\n%s", ctx.Err(), s.workerLogs())
-	}
+	s.killWhileRunning(t, ctx, done, time.Now(), 20, 60)
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -210,4 +170,32 @@ func TestKillWorkerMidCorrectiveTurns(t *testing.T) {
 	for i := range sessions {
 		checkTranscript(t, filepath.Join(s.dataDir, "transcripts", workflows.DefaultTenant, fmt.Sprintf("crag-%d.jsonl", i)), turns)
 	}
+}
+
+// killWhileRunning SIGKILLs the worker (and starts a new one) each time the
+// model has answered the next of the given numbers of calls, failing if
+// the turns finish first; then it waits for done. It returns the kills.
+func (s *stack) killWhileRunning(t *testing.T, ctx context.Context, done <-chan struct{}, start time.Time, atCalls ...int64) int {
+	t.Helper()
+	for i, at := range atCalls {
+		for s.model.Calls().Chat < at {
+			select {
+			case <-done:
+				t.Fatalf("all turns finished before kill %d", i+1)
+			case <-ctx.Done():
+				t.Fatalf("no progress before kill %d\n%s", i+1, s.workerLogs())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		s.killWorker()
+		t.Logf("kill %d at %s after %d model calls", i+1, time.Since(start).Round(time.Millisecond), s.model.Calls().Chat)
+		time.Sleep(300 * time.Millisecond)
+		s.startWorker()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("turns did not finish: %v\n%s", ctx.Err(), s.workerLogs())
+	}
+	return len(atCalls)
 }
