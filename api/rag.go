@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -45,17 +44,11 @@ func (s *Server) postCorrective(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	switch q := strings.TrimSpace(body.Query); {
-	case q == "":
-		writeError(c, errInvalid("query is empty"))
+	if err := workflows.ValidateQuestion("query", body.Query); err != nil {
+		writeError(c, errInvalid("%s", err))
 		return
-	case len(body.Query) > workflows.MaxQuestionBytes:
-		writeError(c, errInvalid("query is %d bytes, over the %d-byte limit", len(body.Query), workflows.MaxQuestionBytes))
-		return
-	case !utf8.ValidString(body.Query):
-		writeError(c, errInvalid("query is not valid UTF-8"))
-		return
-	case len(body.MilvusConfig) > 0:
+	}
+	if len(body.MilvusConfig) > 0 {
 		writeError(c, errInvalid("milvusConfig is not accepted: the workers' vector store is configured by CTXFLOW_COLLECTION (and the store settings) in their environment"))
 		return
 	}

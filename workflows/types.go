@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,13 +32,8 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
 	if err := ValidateID("turnId", req.TurnID); err != nil {
 		return err
 	}
-	switch {
-	case !utf8.ValidString(req.Question):
-		return errors.New("question is not valid UTF-8")
-	case strings.TrimSpace(req.Question) == "":
-		return errors.New("question is empty")
-	case len(req.Question) > MaxQuestionBytes:
-		return fmt.Errorf("question is %d bytes, over the %d-byte limit", len(req.Question), MaxQuestionBytes)
+	if err := ValidateQuestion("question", req.Question); err != nil {
+		return err
 	}
 	opts, err := ParseTurnOptions(req.Config)
 	if err != nil {
@@ -47,6 +41,20 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
 	}
 	_, err = opts.Apply(cfg)
 	return err
+}
+
+// ValidateQuestion checks a question (named field in the error): valid
+// UTF-8, not blank, at most MaxQuestionBytes.
+func ValidateQuestion(field, q string) error {
+	switch {
+	case !utf8.ValidString(q):
+		return fmt.Errorf("%s is not valid UTF-8", field)
+	case strings.TrimSpace(q) == "":
+		return fmt.Errorf("%s is empty", field)
+	case len(q) > MaxQuestionBytes:
+		return fmt.Errorf("%s is %d bytes, over the %d-byte limit", field, len(q), MaxQuestionBytes)
+	}
+	return nil
 }
 
 // Turn statuses.
