@@ -146,7 +146,7 @@ type NodeExecution struct {
 // failure degrades to the relevance filter's verdict; a retrieval failure
 // answers without documents; both are recorded in the trace.
 func CorrectiveRAGWorkflow(ctx workflow.Context, in CorrectiveInput) (CorrectiveResult, error) {
-	c := &corrective{in: in.withDefaults(), start: workflow.Now(ctx)}
+	c := &corrective{in: in.withDefaults(), start: workflow.Now(ctx), byID: map[string]int{}, texts: map[string]string{}}
 	c.res.Query = QueryInfo{Original: in.Query, Final: in.Query}
 	c.res.RewriteHistory = []RewriteRecord{}
 	c.res.Retrieval.Documents = []RAGDoc{}
@@ -189,18 +189,18 @@ func (c *corrective) run(ctx workflow.Context) error {
 		if !ok {
 			break
 		}
-		pass := c.grade(ctx, query, docs, attempt)
-		g := &c.res.GraderResult
+		c.grade(ctx, query, docs, attempt)
+		g := c.res.GraderResult
+		passed := fmt.Sprintf("grade: %d of %d passed (%.2f", g.PassCount, g.TotalCount, g.PassRate)
 		if !g.ShouldRewrite {
-			c.decide(fmt.Sprintf("grade: %d of %d passed (%.2f ≥ %.2f) → generate", pass, len(docs), g.PassRate, c.in.GradePassThreshold))
+			c.decide(fmt.Sprintf("%s ≥ %.2f) → generate", passed, c.in.GradePassThreshold))
 			break
 		}
 		if attempt >= c.in.MaxRewriteAttempts {
-			c.decide(fmt.Sprintf("grade: %d of %d passed (%.2f < %.2f), rewrite limit %d reached → generate",
-				pass, len(docs), g.PassRate, c.in.GradePassThreshold, c.in.MaxRewriteAttempts))
+			c.decide(fmt.Sprintf("%s < %.2f), rewrite limit %d reached → generate", passed, c.in.GradePassThreshold, c.in.MaxRewriteAttempts))
 			break
 		}
-		c.decide(fmt.Sprintf("grade: %d of %d passed (%.2f < %.2f) → rewrite", pass, len(docs), g.PassRate, c.in.GradePassThreshold))
+		c.decide(fmt.Sprintf("%s < %.2f) → rewrite", passed, c.in.GradePassThreshold))
 		r, ok := c.rewrite(ctx, query, docs, attempt)
 		if !ok {
 			break
@@ -252,9 +252,8 @@ func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) (
 	return out.Docs, true
 }
 
-// grade grades docs in parallel and records the round; it returns the
-// number that passed.
-func (c *corrective) grade(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) int {
+// grade grades docs in parallel and records the round in GraderResult.
+func (c *corrective) grade(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) {
 	start := workflow.Now(ctx)
 	futures := make([]workflow.Future, len(docs))
 	for i, d := range docs {
@@ -304,14 +303,10 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 		Node: "grade", Attempt: attempt, Status: status, StartedAt: start,
 		DurationMS: workflow.Now(ctx).Sub(start).Milliseconds(), Detail: detail,
 	})
-	return pass
 }
 
 // record adds or updates a graded document in the result.
 func (c *corrective) record(d RAGDoc) {
-	if c.byID == nil {
-		c.byID, c.texts = map[string]int{}, map[string]string{}
-	}
 	docs := &c.res.Retrieval.Documents
 	if i, ok := c.byID[d.ID]; ok {
 		// A document that passed once stays usable.
