@@ -1,33 +1,41 @@
 // Package vecstore is the embedded, persistent VectorStore: dense cosine
-// search on chromem-go, keyword BM25 search on a bleve (scorch) index with
-// a CJK-bigram analyser, and hybrid search fusing both by reciprocal rank.
+// search over the chunks' vectors, keyword BM25 search on a bleve (scorch)
+// index with a CJK-bigram analyser, and hybrid search fusing both by
+// reciprocal rank.
 //
-// chromem-go is the source of truth for chunks (id, document, text,
-// metadata, vector); the bleve index is derived from it and is rebuilt
-// from it when it is missing, unreadable or possibly stale (the previous
-// session did not Close cleanly).
+// The chunk log (see log.go) is the source of truth for chunks (id,
+// document, text, metadata, unit vector): every write is appended to it and
+// fsynced before it is applied, and a crash can damage only its last
+// record, which Open cuts off (logged) so that the batch is written again by
+// its retried activity. Chunks are held in memory. The bleve index is
+// derived from them and rebuilt when it is missing, unreadable or possibly
+// stale (the previous process did not Close cleanly).
 //
 // Layout under Options.Dir, one folder per collection:
 //
 //	<Dir>/<collection>/meta.json   name and dimension
-//	<Dir>/<collection>/vectors/    chromem-go files (one gob per chunk)
+//	<Dir>/<collection>/chunks.log  the chunk log
 //	<Dir>/<collection>/text/       bleve scorch index
-//	<Dir>/<collection>/dirty       present while a session has unflushed writes
+//	<Dir>/<collection>/dirty       present while a process has unflushed writes
+//
+// A collection written by an earlier version (chromem-go files under
+// vectors/) is imported into the log once, at Open.
 package vecstore
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -39,7 +47,6 @@ import (
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
-	"github.com/philippgille/chromem-go"
 
 	"github.com/ctxflow/ctxflow/activities"
 )
@@ -68,6 +75,11 @@ type Options struct {
 	// Dimension is the vectors' dimension; 0 learns it from the first
 	// Upsert. Once known it is fixed (and persisted with the collection).
 	Dimension int
+	// NoSync skips the fsync of each write: a write then survives a crash
+	// of the process but not of the machine (tests, benchmarks).
+	NoSync bool
+	// Logger reports damage found and repaired at Open; default slog's.
+	Logger *slog.Logger
 }
 
 // Store is an embedded VectorStore. It is safe for concurrent use.
@@ -76,21 +88,17 @@ type Store struct {
 	name   string
 	dir    string // collection folder, "" in memory
 	dim    int
-	col    *chromem.Collection
-	text   bleve.Index
+	chunks map[string]*entry
 	byDoc  map[string]map[string]struct{} // document id → chunk ids
-	docOf  map[string]string              // chunk id → document id
-	dirty  bool                           // dirty marker written this session
+	text   bleve.Index
+	log    *logFile // nil in memory
+	live   int64    // bytes of the log's records that are still current
+	dirty  bool     // dirty marker written by this process
 	closed bool
+	logger *slog.Logger
 }
 
 var _ activities.VectorStore = (*Store)(nil)
-
-// Reserved chromem metadata keys; user metadata keys may not start with NUL.
-const (
-	keyDoc  = "\x00doc"
-	keyZero = "\x00zero" // "1" for a zero vector (stored as a placeholder)
-)
 
 const (
 	fieldText = "text"
@@ -120,15 +128,18 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("vecstore: negative dimension %d", opts.Dimension)
 	}
 	s := &Store{
-		name:  name,
-		dim:   opts.Dimension,
-		byDoc: map[string]map[string]struct{}{},
-		docOf: map[string]string{},
+		name:   name,
+		dim:    opts.Dimension,
+		chunks: map[string]*entry{},
+		byDoc:  map[string]map[string]struct{}{},
+		logger: cmp.Or(opts.Logger, slog.Default()),
 	}
 	if opts.Dir == "" {
-		if err := s.openMemory(); err != nil {
-			return nil, err
+		text, err := bleve.NewUsing("", newMapping(), scorch.Name, scorch.Name, nil)
+		if err != nil {
+			return nil, fmt.Errorf("vecstore: keyword index: %w", err)
 		}
+		s.text = text
 		return s, nil
 	}
 	folder := name
@@ -148,9 +159,12 @@ func Open(opts Options) (*Store, error) {
 	openDirs[dir] = true
 	openMu.Unlock()
 	s.dir = dir
-	if err := s.openDisk(); err != nil {
+	if err := s.openDisk(!opts.NoSync); err != nil {
 		if s.text != nil {
 			_ = s.text.Close()
+		}
+		if s.log != nil {
+			_ = s.log.close()
 		}
 		s.release()
 		return nil, err
@@ -165,10 +179,6 @@ func (s *Store) release() {
 	openMu.Lock()
 	delete(openDirs, s.dir)
 	openMu.Unlock()
-}
-
-func failEmbed(context.Context, string) ([]float32, error) {
-	return nil, errors.New("vecstore: chunks must carry their vectors")
 }
 
 func newMapping() mapping.IndexMapping {
@@ -192,22 +202,7 @@ func newMapping() mapping.IndexMapping {
 	return im
 }
 
-func (s *Store) openMemory() error {
-	db := chromem.NewDB()
-	col, err := db.CreateCollection(s.name, nil, failEmbed)
-	if err != nil {
-		return fmt.Errorf("vecstore: %w", err)
-	}
-	s.col = col
-	text, err := bleve.NewUsing("", newMapping(), scorch.Name, scorch.Name, nil)
-	if err != nil {
-		return fmt.Errorf("vecstore: keyword index: %w", err)
-	}
-	s.text = text
-	return nil
-}
-
-func (s *Store) openDisk() error {
+func (s *Store) openDisk(sync bool) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("vecstore: %w", err)
 	}
@@ -226,17 +221,25 @@ func (s *Store) openDisk() error {
 	default:
 		return fmt.Errorf("vecstore: %w", err)
 	}
-	db, err := chromem.NewPersistentDB(filepath.Join(s.dir, "vectors"), false)
-	if err != nil {
-		return fmt.Errorf("vecstore: open vectors: %w", err)
+	logPath := filepath.Join(s.dir, logName)
+	if err := s.importLegacy(logPath); err != nil {
+		return err
 	}
-	col, err := db.GetOrCreateCollection(s.name, nil, failEmbed)
+	good, damage, err := replay(logPath, s.apply)
 	if err != nil {
-		return fmt.Errorf("vecstore: open vectors: %w", err)
+		return fmt.Errorf("vecstore: read %s: %w", logPath, err)
 	}
-	s.col = col
+	if damage != "" {
+		// A crash tore the last write: its batch is written again when its
+		// activity is retried (or the document is ingested again).
+		s.logger.Warn("vecstore: chunk log damaged, cut back to its last good record",
+			"collection", s.name, "damage", damage, "kept bytes", good)
+	}
+	if s.log, err = openLog(logPath, good, sync); err != nil {
+		return fmt.Errorf("vecstore: open %s: %w", logPath, err)
+	}
 	if meta.Dimension == 0 {
-		meta.Dimension = storedDim(col)
+		meta.Dimension = s.storedDim()
 	}
 	switch {
 	case meta.Dimension != 0 && s.dim != 0 && meta.Dimension != s.dim:
@@ -249,22 +252,101 @@ func (s *Store) openDisk() error {
 	if err := s.writeMeta(meta); err != nil {
 		return err
 	}
-	all, err := s.all()
-	if err != nil {
+	if err := s.compactIfDue(); err != nil {
 		return err
 	}
-	for _, r := range all {
-		s.track(r.ID, r.Metadata[keyDoc])
-	}
+	return s.openText(damage != "")
+}
 
+// apply replays one log record into memory.
+func (s *Store) apply(r record) {
+	if r.e != nil {
+		s.put(r.e)
+		return
+	}
+	for _, id := range r.ids {
+		s.remove(id)
+	}
+}
+
+// put stores e in memory, replacing a chunk with its id.
+func (s *Store) put(e *entry) {
+	s.remove(e.id)
+	s.chunks[e.id] = e
+	set := s.byDoc[e.doc]
+	if set == nil {
+		set = map[string]struct{}{}
+		s.byDoc[e.doc] = set
+	}
+	set[e.id] = struct{}{}
+	s.live += int64(frameHeader + len(encodeUpsert(nil, e)))
+}
+
+func (s *Store) remove(id string) {
+	old, ok := s.chunks[id]
+	if !ok {
+		return
+	}
+	delete(s.chunks, id)
+	if set := s.byDoc[old.doc]; set != nil {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(s.byDoc, old.doc)
+		}
+	}
+	s.live -= int64(frameHeader + len(encodeUpsert(nil, old)))
+}
+
+// storedDim is the dimension of the stored vectors (0 for none).
+func (s *Store) storedDim() int {
+	for _, e := range s.chunks {
+		if !e.zero {
+			return len(e.vec)
+		}
+	}
+	return 0
+}
+
+// compactIfDue rewrites the log with the current chunks when most of it is
+// dead and it is large enough to matter.
+func (s *Store) compactIfDue() error {
+	if s.log == nil || s.log.size < 1<<20 || s.log.size < 2*s.live {
+		return nil
+	}
+	ids := make([]string, 0, len(s.chunks))
+	for id := range s.chunks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b, payload []byte
+	for _, id := range ids {
+		payload = encodeUpsert(payload[:0], s.chunks[id])
+		b = frame(b, payload)
+	}
+	path := filepath.Join(s.dir, logName)
+	if err := writeLog(path, b); err != nil {
+		return fmt.Errorf("vecstore: compact %s: %w", path, err)
+	}
+	_ = s.log.close()
+	var err error
+	if s.log, err = openLog(path, int64(len(b)), s.log.sync); err != nil {
+		return fmt.Errorf("vecstore: reopen %s: %w", path, err)
+	}
+	return nil
+}
+
+// openText opens the keyword index, or rebuilds it from the chunks when
+// the previous process did not close cleanly, rebuild is set, or it does
+// not match them.
+func (s *Store) openText(rebuild bool) error {
 	textDir := filepath.Join(s.dir, "text")
 	_, dirtyErr := os.Stat(filepath.Join(s.dir, "dirty"))
 	cfg := map[string]any{"bolt_timeout": "2s"}
-	if dirtyErr != nil { // clean: try the persisted keyword index
+	if dirtyErr != nil && !rebuild { // clean: try the persisted keyword index
 		text, err := bleve.OpenUsing(textDir, cfg)
 		if err == nil {
 			n, cerr := text.DocCount()
-			if cerr == nil && int(n) == len(all) {
+			if cerr == nil && int(n) == len(s.chunks) {
 				s.text = text
 				return nil
 			}
@@ -273,7 +355,6 @@ func (s *Store) openDisk() error {
 			return fmt.Errorf("vecstore: collection %q in %s is in use by another process: %w", s.name, s.dir, err)
 		}
 	}
-	// Rebuild the keyword index from the vectors.
 	if err := os.RemoveAll(textDir); err != nil {
 		return fmt.Errorf("vecstore: %w", err)
 	}
@@ -286,16 +367,20 @@ func (s *Store) openDisk() error {
 	}
 	s.text = text
 	const batchSize = 1000
-	for i := 0; i < len(all); i += batchSize {
-		b := text.NewBatch()
-		for _, r := range all[i:min(i+batchSize, len(all))] {
-			if err := b.Index(r.ID, textDoc(r.Content, r.Metadata)); err != nil {
-				return fmt.Errorf("vecstore: rebuild keyword index: %w", err)
-			}
-		}
-		if err := text.Batch(b); err != nil {
+	b := text.NewBatch()
+	for _, e := range s.chunks {
+		if err := b.Index(e.id, textDoc(e.text, e.meta)); err != nil {
 			return fmt.Errorf("vecstore: rebuild keyword index: %w", err)
 		}
+		if b.Size() >= batchSize {
+			if err := text.Batch(b); err != nil {
+				return fmt.Errorf("vecstore: rebuild keyword index: %w", err)
+			}
+			b = text.NewBatch()
+		}
+	}
+	if err := text.Batch(b); err != nil {
+		return fmt.Errorf("vecstore: rebuild keyword index: %w", err)
 	}
 	if err := os.Remove(filepath.Join(s.dir, "dirty")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("vecstore: %w", err)
@@ -307,43 +392,6 @@ func isLocked(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "timeout")
 }
 
-// all returns every stored chunk (at Open only; s.dim must be known when
-// the collection is not empty).
-func (s *Store) all() ([]chromem.Result, error) {
-	n := s.col.Count()
-	if n == 0 {
-		return nil, nil
-	}
-	// chromem-go has no iterator: a query for n results returns them all.
-	probe := make([]float32, s.dim)
-	probe[0] = 1
-	var out []chromem.Result
-	for _, z := range []string{"0", "1"} {
-		rs, err := s.col.QueryEmbedding(context.Background(), probe, n, map[string]string{keyZero: z}, nil)
-		if err != nil {
-			return nil, fmt.Errorf("vecstore: read vectors: %w", err)
-		}
-		out = append(out, rs...)
-	}
-	return out, nil
-}
-
-// storedDim finds the stored dimension when meta.json lost it, by probing:
-// chromem-go reports a length mismatch as an error.
-func storedDim(col *chromem.Collection) int {
-	if col.Count() == 0 {
-		return 0
-	}
-	for d := 1; d <= 1<<16; d++ {
-		probe := make([]float32, d)
-		probe[0] = 1
-		if _, err := col.QueryEmbedding(context.Background(), probe, 1, nil, nil); err == nil {
-			return d
-		}
-	}
-	return 0
-}
-
 func (s *Store) writeMeta(m metaFile) error {
 	if s.dir == "" {
 		return nil
@@ -353,11 +401,21 @@ func (s *Store) writeMeta(m metaFile) error {
 		return err
 	}
 	tmp := filepath.Join(s.dir, "meta.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("vecstore: %w", err)
+	f, err := os.Create(tmp)
+	if err == nil {
+		_, err = f.Write(b)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, "meta.json")); err != nil {
-		return fmt.Errorf("vecstore: %w", err)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.dir, "meta.json"))
+	}
+	if err != nil {
+		return fmt.Errorf("vecstore: write meta.json: %w", err)
 	}
 	return nil
 }
@@ -373,30 +431,9 @@ func (s *Store) markDirty() error {
 	return nil
 }
 
-func (s *Store) track(id, doc string) {
-	if old, ok := s.docOf[id]; ok {
-		if set := s.byDoc[old]; set != nil {
-			delete(set, id)
-			if len(set) == 0 {
-				delete(s.byDoc, old)
-			}
-		}
-	}
-	s.docOf[id] = doc
-	set := s.byDoc[doc]
-	if set == nil {
-		set = map[string]struct{}{}
-		s.byDoc[doc] = set
-	}
-	set[id] = struct{}{}
-}
-
 func textDoc(text string, md map[string]string) map[string]any {
-	var meta []string
+	meta := make([]string, 0, len(md))
 	for k, v := range md {
-		if len(k) > 0 && k[0] == 0 {
-			continue
-		}
 		meta = append(meta, k+metaSep+v)
 	}
 	return map[string]any{fieldText: text, fieldMeta: meta}
@@ -407,8 +444,8 @@ func (s *Store) dimError(what string, got int) error {
 		what, got, s.name, s.dim, ErrDimension, got)
 }
 
-// normalise returns v scaled to unit length, or ok=false for a zero (or
-// non-finite) vector.
+// normalise returns v scaled to unit length, or zero=true for a zero
+// vector.
 func normalise(v []float32) (out []float32, zero bool, err error) {
 	var sum float64
 	for _, x := range v {
@@ -432,6 +469,7 @@ func normalise(v []float32) (out []float32, zero bool, err error) {
 // Upsert stores chunks, replacing those with the same id. Every vector must
 // have the collection's dimension (the first Upsert fixes it when it was
 // unknown); a mismatch refuses the whole batch with an ErrDimension error.
+// The batch is in the chunk log, fsynced, before it is searchable.
 func (s *Store) Upsert(ctx context.Context, chunks []activities.Chunk) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -448,29 +486,22 @@ func (s *Store) Upsert(ctx context.Context, chunks []activities.Chunk) error {
 	if dim == 0 {
 		dim = len(chunks[0].Vector)
 	}
-	// Last occurrence of an id wins.
-	last := make(map[string]int, len(chunks))
+	last := make(map[string]int, len(chunks)) // the last occurrence of an id wins
 	for i, c := range chunks {
-		if c.ID == "" {
+		switch {
+		case c.ID == "":
 			return fmt.Errorf("vecstore: chunk %d has no id", i)
-		}
-		if len(c.Vector) == 0 {
+		case len(c.Vector) == 0:
 			return fmt.Errorf("vecstore: chunk %q has no vector", c.ID)
-		}
-		if len(c.Vector) != dim {
-			if s.dim == 0 {
-				return fmt.Errorf("vecstore: chunks in one batch have %d and %d dimensions (chunk %q): %w", dim, len(c.Vector), c.ID, ErrDimension)
-			}
+		case len(c.Vector) != dim && s.dim == 0:
+			return fmt.Errorf("vecstore: chunks in one batch have %d and %d dimensions (chunk %q): %w", dim, len(c.Vector), c.ID, ErrDimension)
+		case len(c.Vector) != dim:
 			return s.dimError(fmt.Sprintf("chunk %q", c.ID), len(c.Vector))
-		}
-		for k := range c.Metadata {
-			if len(k) > 0 && k[0] == 0 {
-				return fmt.Errorf("vecstore: chunk %q: metadata key %q is reserved", c.ID, k)
-			}
 		}
 		last[c.ID] = i
 	}
-	docs := make([]chromem.Document, 0, len(last))
+	entries := make([]*entry, 0, len(last))
+	var buf, payload []byte
 	batch := s.text.NewBatch()
 	for i, c := range chunks {
 		if last[c.ID] != i {
@@ -480,20 +511,10 @@ func (s *Store) Upsert(ctx context.Context, chunks []activities.Chunk) error {
 		if err != nil {
 			return fmt.Errorf("vecstore: chunk %q: %w", c.ID, err)
 		}
-		md := make(map[string]string, len(c.Metadata)+2)
-		for k, v := range c.Metadata {
-			md[k] = v
-		}
-		md[keyDoc] = c.DocumentID
-		md[keyZero] = "0"
-		if zero {
-			// chromem-go would divide by zero; store a unit placeholder that
-			// dense search never sees.
-			vec = make([]float32, dim)
-			vec[0] = 1
-			md[keyZero] = "1"
-		}
-		docs = append(docs, chromem.Document{ID: c.ID, Metadata: md, Embedding: vec, Content: c.Text})
+		e := &entry{id: c.ID, doc: c.DocumentID, text: c.Text, meta: maps(c.Metadata), vec: vec, zero: zero}
+		entries = append(entries, e)
+		payload = encodeUpsert(payload[:0], e)
+		buf = frame(buf, payload)
 		if err := batch.Index(c.ID, textDoc(c.Text, c.Metadata)); err != nil {
 			return fmt.Errorf("vecstore: keyword index: %w", err)
 		}
@@ -504,19 +525,41 @@ func (s *Store) Upsert(ctx context.Context, chunks []activities.Chunk) error {
 			return err
 		}
 	}
-	if err := s.markDirty(); err != nil {
+	if err := s.write(buf); err != nil {
 		return err
 	}
-	if err := s.col.AddDocuments(ctx, docs, runtime.GOMAXPROCS(0)); err != nil {
-		return fmt.Errorf("vecstore: store vectors: %w", err)
+	for _, e := range entries {
+		s.put(e)
 	}
 	if err := s.text.Batch(batch); err != nil {
 		return fmt.Errorf("vecstore: keyword index: %w", err)
 	}
-	for _, d := range docs {
-		s.track(d.ID, d.Metadata[keyDoc])
+	return nil
+}
+
+// write appends framed records to the log (persistent stores).
+func (s *Store) write(buf []byte) error {
+	if s.log == nil {
+		return nil
+	}
+	if err := s.markDirty(); err != nil {
+		return err
+	}
+	if err := s.log.append(buf); err != nil {
+		return fmt.Errorf("vecstore: write the chunk log: %w", err)
 	}
 	return nil
+}
+
+func maps(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // DeleteDocument removes every chunk of the document; an unknown document
@@ -538,24 +581,19 @@ func (s *Store) DeleteDocument(ctx context.Context, documentID string) error {
 	for id := range set {
 		ids = append(ids, id)
 	}
-	if err := s.markDirty(); err != nil {
+	slices.Sort(ids)
+	if err := s.write(frame(nil, encodeDelete(nil, ids))); err != nil {
 		return err
-	}
-	if err := s.col.Delete(ctx, nil, nil, ids...); err != nil {
-		return fmt.Errorf("vecstore: delete vectors: %w", err)
 	}
 	batch := s.text.NewBatch()
 	for _, id := range ids {
+		s.remove(id)
 		batch.Delete(id)
 	}
 	if err := s.text.Batch(batch); err != nil {
 		return fmt.Errorf("vecstore: keyword index: %w", err)
 	}
-	for _, id := range ids {
-		delete(s.docOf, id)
-	}
-	delete(s.byDoc, documentID)
-	return nil
+	return s.compactIfDue()
 }
 
 // Info describes the collection; Dimension is 0 until it is known.
@@ -568,7 +606,7 @@ func (s *Store) Info(ctx context.Context) (activities.CollectionInfo, error) {
 	if s.closed {
 		return activities.CollectionInfo{}, ErrClosed
 	}
-	return activities.CollectionInfo{Name: s.name, Dimension: s.dim, Count: s.col.Count()}, nil
+	return activities.CollectionInfo{Name: s.name, Dimension: s.dim, Count: len(s.chunks)}, nil
 }
 
 // Close flushes and releases the store. It is idempotent.
@@ -580,6 +618,11 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	err := s.text.Close()
+	if s.log != nil {
+		if cerr := s.log.close(); err == nil {
+			err = cerr
+		}
+	}
 	if err == nil && s.dirty {
 		if rerr := os.Remove(filepath.Join(s.dir, "dirty")); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = rerr
@@ -617,7 +660,7 @@ func (s *Store) Search(ctx context.Context, req activities.SearchRequest) ([]act
 		if len(req.Vector) == 0 {
 			return nil, errors.New("vecstore: dense search needs a query vector")
 		}
-		hits, err = s.dense(ctx, req.Vector, k, req.Filter)
+		hits, err = s.dense(req.Vector, k, req.Filter)
 	case activities.SearchKeyword:
 		hits, err = s.keyword(ctx, req.Text, k, req.Filter)
 	case activities.SearchHybrid:
@@ -644,21 +687,42 @@ func matches(md, filter map[string]string) bool {
 	return true
 }
 
-func chunkOf(id, text string, md map[string]string) activities.Chunk {
-	c := activities.Chunk{ID: id, DocumentID: md[keyDoc], Text: text}
-	for k, v := range md {
-		if len(k) > 0 && k[0] == 0 {
-			continue
-		}
-		if c.Metadata == nil {
-			c.Metadata = make(map[string]string, len(md))
-		}
-		c.Metadata[k] = v
-	}
-	return c
+func (e *entry) chunk() activities.Chunk {
+	return activities.Chunk{ID: e.id, DocumentID: e.doc, Text: e.text, Metadata: maps(e.meta)}
 }
 
-func (s *Store) dense(ctx context.Context, vec []float32, k int, filter map[string]string) ([]activities.Hit, error) {
+// scored is a candidate of a dense search.
+type scored struct {
+	e     *entry
+	score float32
+}
+
+// worse orders candidates: lower score, then higher id, is worse, so that
+// ties are broken by id whatever the map's order.
+func worse(a, b scored) bool {
+	if a.score != b.score {
+		return a.score < b.score
+	}
+	return a.e.id > b.e.id
+}
+
+// topHeap keeps the best k candidates, the worst at the root.
+type topHeap []scored
+
+func (h topHeap) Len() int           { return len(h) }
+func (h topHeap) Less(i, j int) bool { return worse(h[i], h[j]) }
+func (h topHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *topHeap) Push(x any)        { *h = append(*h, x.(scored)) }
+func (h *topHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// dense is exact cosine search: every stored vector is unit length, so the
+// dot product with the normalised query is the cosine.
+func (s *Store) dense(vec []float32, k int, filter map[string]string) ([]activities.Hit, error) {
 	if s.dim == 0 {
 		return nil, nil // nothing ever stored
 	}
@@ -669,47 +733,55 @@ func (s *Store) dense(ctx context.Context, vec []float32, k int, filter map[stri
 	if err != nil {
 		return nil, fmt.Errorf("vecstore: query vector: %w", err)
 	}
-	// chromem-go ranks in parallel, so which of several equally similar
-	// chunks makes the cut varies between runs: ask for a few more and
-	// break ties by id.
-	n := min(k+denseTieSlack, s.col.Count())
-	if zero || n == 0 {
+	if zero || k <= 0 {
 		return nil, nil
 	}
-	where := make(map[string]string, len(filter)+1)
-	for key, v := range filter {
-		if len(key) > 0 && key[0] == 0 {
-			return nil, nil
+	h := make(topHeap, 0, k+1)
+	for _, e := range s.chunks {
+		if e.zero || !matches(e.meta, filter) {
+			continue
 		}
-		where[key] = v
-	}
-	where[keyZero] = "0"
-	rs, err := s.col.QueryEmbedding(ctx, q, n, where, nil)
-	if err != nil {
-		return nil, fmt.Errorf("vecstore: dense search: %w", err)
-	}
-	hits := make([]activities.Hit, 0, len(rs))
-	for _, r := range rs {
-		if !matches(r.Metadata, filter) {
-			continue // chromem-go lets "" match a missing key
+		c := scored{e: e, score: dot(q, e.vec)}
+		if len(h) < k {
+			heap.Push(&h, c)
+		} else if worse(h[0], c) {
+			h[0] = c
+			heap.Fix(&h, 0)
 		}
-		hits = append(hits, activities.Hit{Chunk: chunkOf(r.ID, r.Content, r.Metadata), Score: float64(r.Similarity)})
 	}
-	slices.SortStableFunc(hits, func(a, b activities.Hit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
+	slices.SortFunc(h, func(a, b scored) int {
+		if worse(a, b) {
+			return 1
 		}
-		return strings.Compare(a.Chunk.ID, b.Chunk.ID)
+		if worse(b, a) {
+			return -1
+		}
+		return 0
 	})
-	return hits[:min(len(hits), k)], nil
+	hits := make([]activities.Hit, len(h))
+	for i, c := range h {
+		hits[i] = activities.Hit{Chunk: c.e.chunk(), Score: float64(c.score)}
+	}
+	return hits, nil
 }
 
-// denseTieSlack is how many extra results a dense search asks for, so that
-// ties at the cut are broken by id rather than by goroutine scheduling.
-const denseTieSlack = 8
+func dot(a, b []float32) float32 {
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
+}
 
 func (s *Store) keyword(ctx context.Context, text string, k int, filter map[string]string) ([]activities.Hit, error) {
-	if text == "" || s.col.Count() == 0 {
+	if text == "" || len(s.chunks) == 0 {
 		return nil, nil
 	}
 	mq := bleve.NewMatchQuery(text)
@@ -735,14 +807,11 @@ func (s *Store) keyword(ctx context.Context, text string, k int, filter map[stri
 	}
 	hits := make([]activities.Hit, 0, len(res.Hits))
 	for _, h := range res.Hits {
-		d, err := s.col.GetByID(ctx, h.ID)
-		if err != nil {
-			continue // deleted meanwhile: cannot happen under the lock
-		}
-		if !matches(d.Metadata, filter) {
+		e, ok := s.chunks[h.ID]
+		if !ok || !matches(e.meta, filter) {
 			continue
 		}
-		hits = append(hits, activities.Hit{Chunk: chunkOf(d.ID, d.Content, d.Metadata), Score: h.Score})
+		hits = append(hits, activities.Hit{Chunk: e.chunk(), Score: h.Score})
 	}
 	return hits, nil
 }
@@ -751,7 +820,7 @@ func (s *Store) hybrid(ctx context.Context, req activities.SearchRequest, k int)
 	depth := max(4*k, 50)
 	var lists [][]activities.Hit
 	if len(req.Vector) > 0 {
-		d, err := s.dense(ctx, req.Vector, depth, req.Filter)
+		d, err := s.dense(req.Vector, depth, req.Filter)
 		if err != nil {
 			return nil, err
 		}
