@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -20,30 +21,49 @@ var (
 	MaxPDFPages     = 10000
 	MaxPDFTextBytes = 64 << 20
 	// MaxPDFStreamBytes bounds the decompressed bytes of the content and
-	// CMap streams read (a zip bomb is refused, not inflated).
-	MaxPDFStreamBytes int64 = 512 << 20
+	// CMap streams of a document: they are measured by streaming before the
+	// parser inflates them in memory, so a small file that inflates to
+	// gigabytes is refused without ever being held.
+	MaxPDFStreamBytes int64 = 64 << 20
 
 	errPDFNoText     = errors.New("PDF has no extractable text (a scanned PDF needs OCR first)")
 	errPDFEncrypted  = errors.New("PDF is encrypted: decrypt it first")
 	errPDFTooComplex = errors.New("PDF text extraction did not finish in time (malformed or too complex a file)")
 )
 
+// pdfSlots bounds the PDFs parsed at once in a process: the parser holds
+// a document's inflated streams in memory several times over, so the
+// worker's memory is bounded by one document's, not by the number of
+// uploads.
+var pdfSlots = make(chan struct{}, 1)
+
 // PDFText returns the text of a PDF's pages, a page after the other, with
-// blank lines folded. A PDF without text (scanned pages) is an error.
+// blank lines folded. A PDF without text (scanned pages) is an error. PDFs
+// are parsed one at a time per process, and the memory a large one took is
+// handed back to the system when it is done.
 func PDFText(b []byte) (string, error) {
 	type result struct {
 		text string
 		err  error
 	}
+	timer := time.NewTimer(PDFTimeout)
+	defer timer.Stop()
+	select {
+	case pdfSlots <- struct{}{}:
+	case <-timer.C:
+		return "", errPDFTooComplex
+	}
+	defer func() { <-pdfSlots }()
 	done := make(chan result, 1)
 	go func() {
 		text, err := pdfText(b)
 		done <- result{text, err}
 	}()
-	timer := time.NewTimer(PDFTimeout)
-	defer timer.Stop()
 	select {
 	case r := <-done:
+		if len(b) > 1<<20 || len(r.text) > 8<<20 {
+			debug.FreeOSMemory()
+		}
 		return r.text, r.err
 	case <-timer.C:
 		return "", errPDFTooComplex

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +115,24 @@ func FuzzPDFText(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = PDFText(b)
 	})
+}
+
+// A small PDF that inflates to 100 MB is refused while streaming: the
+// extraction allocates a fraction of what the streams inflate to.
+func TestInflatingPDFIsRefusedWithoutBeingHeld(t *testing.T) {
+	b := ingesttest.InflatingPDF(100 << 20)
+	if len(b) > 1<<20 {
+		t.Fatalf("the bomb is %d bytes", len(b))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := PDFText(b)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "inflate to over") {
+		t.Fatalf("PDFText = %v, want it refused as inflating past the bound", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Errorf("refusing a %d-byte PDF allocated %d MB", len(b), alloc>>20)
+	}
 }

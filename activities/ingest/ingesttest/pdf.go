@@ -3,6 +3,7 @@ package ingesttest
 
 import (
 	"bytes"
+	"compress/zlib"
 	"fmt"
 	"strings"
 	"unicode/utf16"
@@ -98,6 +99,30 @@ func Assemble(objs []string) []byte {
 	}
 	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
 	return b.Bytes()
+}
+
+// FlateStream is the text of a stream object holding data deflated
+// (/FlateDecode): a little PDF can inflate to a lot.
+func FlateStream(data []byte) string {
+	var z bytes.Buffer
+	w := zlib.NewWriter(&z)
+	_, _ = w.Write(data)
+	_ = w.Close()
+	return fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes())
+}
+
+// InflatingPDF is a one-page PDF whose content stream, a text operator
+// repeated, inflates to about size bytes.
+func InflatingPDF(size int) []byte {
+	op := []byte("BT /F1 12 Tf 72 720 Td (All work and no play makes Jack a dull boy.) Tj ET\n")
+	content := bytes.Repeat(op, size/len(op)+1)
+	return Assemble([]string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+		FlateStream(content),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+	})
 }
 
 // Stream is the text of a stream object holding data.
