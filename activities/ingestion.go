@@ -1,11 +1,13 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -53,6 +55,9 @@ type PrepareInput struct {
 	DocumentID string `json:"documentId"`
 	Path       string `json:"path"`
 	BatchSize  int    `json:"batchSize"`
+	// Source names the document in errors (an upload's file name); the
+	// path, a server detail, never appears in them.
+	Source string `json:"source,omitempty"`
 }
 
 // DeleteInput names a document whose chunks to delete.
@@ -72,7 +77,7 @@ type PrepareResult struct {
 // earlier version of it left in the store.
 func (a *Ingest) PrepareDocument(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	defer keepAlive(ctx)()
-	pieces, doc, err := a.pieces(in.DocumentID, in.Path, "")
+	pieces, doc, err := a.pieces(in.DocumentID, in.Path, in.Source, "")
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -109,7 +114,7 @@ type BatchInput struct {
 // of a prepared document. Upserts are by chunk id, so a retry is harmless.
 func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 	defer keepAlive(ctx)()
-	pieces, _, err := a.pieces(in.DocumentID, in.Path, in.Hash)
+	pieces, _, err := a.pieces(in.DocumentID, in.Path, in.Source, in.Hash)
 	if err != nil {
 		return 0, err
 	}
@@ -154,32 +159,46 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 
 // pieces reads and chunks a document; both steps fail permanently (a file
 // that cannot be read or chunked now will not be on a retry). The error's
-// message says why (e.g. the bad line of a JSONL document). With wantHash
-// set, a document whose bytes no longer have that hash is refused.
-func (a *Ingest) pieces(documentID, path, wantHash string) ([]ingest.Piece, ingest.Document, error) {
+// message says why (e.g. the bad line of a JSONL document) and names the
+// document by source (or its id), never by its path on the worker. With
+// wantHash set, a document whose bytes no longer have that hash is refused.
+func (a *Ingest) pieces(documentID, path, source, wantHash string) ([]ingest.Piece, ingest.Document, error) {
+	name := cmp.Or(source, documentID)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read document: %v", err), ErrTypeBadInput, nil)
+		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %s", name, fileError(err)), ErrTypeBadInput, nil)
 	}
 	h := sha256.Sum256(b)
 	key := pieceKey{documentID: documentID, ext: strings.ToLower(filepath.Ext(path)), hash: hex.EncodeToString(h[:]), opts: a.Chunk}
 	if wantHash != "" && key.hash != wantHash {
 		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s changed during its ingestion: ingest it again", path), ErrTypeDocumentChanged, nil)
+			fmt.Sprintf("%s changed during its ingestion: ingest it again", name), ErrTypeDocumentChanged, nil)
 	}
 	if pieces, ok := a.cache.get(key); ok {
 		return pieces, ingest.Document{Hash: key.hash, Bytes: len(b)}, nil
 	}
 	doc, err := ingest.ParseDocument(key.ext, b)
 	if err != nil {
-		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %v", path, err), ErrTypeBadInput, nil)
+		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %v", name, err), ErrTypeBadInput, nil)
 	}
 	pieces, err := doc.Pieces(documentID, a.Tokenizer, a.Chunk)
 	if err != nil {
-		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s: %v", path, err), ErrTypeBadInput, nil)
+		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s: %v", name, err), ErrTypeBadInput, nil)
 	}
 	a.cache.put(key, pieces)
 	return pieces, doc, nil
+}
+
+// fileError describes a failed read without the path (a server detail).
+func fileError(err error) string {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "the worker cannot find its file (with separate api and worker processes, CTXFLOW_UPLOAD_DIR must be one volume shared at the same path)"
+	case errors.As(err, &pe):
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // Bounds of the chunk cache: a few documents' chunks at most.

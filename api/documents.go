@@ -141,7 +141,7 @@ func (s *Server) postDocument(c *gin.Context) {
 	path, err := s.store(up)
 	if err != nil {
 		s.log.Error("store upload", "document", doc, "error", err, "requestId", c.GetString("requestID"))
-		writeError(c, errInternal("store the upload of %s: %v", doc, err))
+		writeError(c, errInternal("the upload of %s could not be stored (the API's log says why, under request %s)", doc, c.GetString("requestID")))
 		return
 	}
 	source := up.name
@@ -154,8 +154,11 @@ func (s *Server) postDocument(c *gin.Context) {
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            "Ingest " + source,
-		StaticDetails:            fmt.Sprintf("document `%s` uploaded as `%s`: %d bytes, sha256 `%s`", doc, source, len(up.body), sum[:16]),
+		// Without it the SDK hands back the running workflow: an upload
+		// during another ingestion or a deletion would be confirmed falsely.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            "Ingest " + source,
+		StaticDetails:                            fmt.Sprintf("document `%s` uploaded as `%s`: %d bytes, sha256 `%s`", doc, source, len(up.body), sum[:16]),
 	}
 	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.IngestWorkflowName,
 		workflows.IngestInput{DocumentID: doc, Path: path, Source: source})
@@ -529,6 +532,24 @@ func (s *Server) failure(ctx context.Context, wid, runID string) string {
 	return msg
 }
 
+// documentExists reports whether a document was ingested (or is being) and
+// not deleted since: the latest workflow under its id is not a completed
+// deletion.
+func (s *Server) documentExists(ctx context.Context, doc string) (bool, error) {
+	desc, err := s.c.DescribeWorkflowExecution(ctx, workflows.IngestWorkflowID(doc), "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return false, nil
+	case err != nil:
+		return false, fromTemporal("document "+doc, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	deleted := info.GetType().GetName() == workflows.DeleteDocumentWorkflowName &&
+		info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	return !deleted, nil
+}
+
 // deleteWait bounds how long DELETE waits for the deletion to finish
 // before it answers 202.
 const deleteWait = 30 * time.Second
@@ -539,12 +560,21 @@ func (s *Server) deleteDocument(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	switch exists, err := s.documentExists(c.Request.Context(), doc); {
+	case err != nil:
+		writeError(c, err)
+		return
+	case !exists:
+		writeError(c, errNotFound("document %s not found (or already deleted)", doc))
+		return
+	}
 	opts := client.StartWorkflowOptions{
-		ID:                       workflows.IngestWorkflowID(doc),
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            "Delete document " + doc,
+		ID:                                       workflows.IngestWorkflowID(doc),
+		TaskQueue:                                workflows.TaskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            "Delete document " + doc,
 	}
 	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.DeleteDocumentWorkflowName, workflows.DeleteDocumentInput{DocumentID: doc})
 	if err != nil {

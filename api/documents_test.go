@@ -231,6 +231,9 @@ func TestPostDocument(t *testing.T) {
 			if s.opts.ID != "ingest/"+tc.doc || s.opts.TaskQueue != workflows.TaskQueue || s.workflow != workflows.IngestWorkflowName {
 				t.Errorf("started %v as %q on %q", s.workflow, s.opts.ID, s.opts.TaskQueue)
 			}
+			if !s.opts.WorkflowExecutionErrorWhenAlreadyStarted {
+				t.Error("an upload started without an error for a running workflow: the SDK would hand back the running one")
+			}
 			if s.opts.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL || s.opts.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE {
 				t.Errorf("policies %v, %v: want FAIL while one runs, ALLOW_DUPLICATE after", s.opts.WorkflowIDConflictPolicy, s.opts.WorkflowIDReusePolicy)
 			}
@@ -563,7 +566,11 @@ func TestDeleteDocument(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
+			ingested(f, workflows.IngestWorkflowName, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED)
 			f.ExecuteWorkflowFn = func(ctx context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
+				if !opts.WorkflowExecutionErrorWhenAlreadyStarted {
+					t.Error("a delete started without an error for a running ingestion")
+				}
 				if opts.ID != "ingest/d1" || opts.TaskQueue != workflows.TaskQueue || workflow != workflows.DeleteDocumentWorkflowName {
 					t.Errorf("started %v as %q on %q", workflow, opts.ID, opts.TaskQueue)
 				}
@@ -599,12 +606,37 @@ func TestDeleteDocument(t *testing.T) {
 			}
 		})
 	}
+	// An unknown document, and one deleted already, are 404: nothing starts.
+	for _, typ := range []string{"", workflows.DeleteDocumentWorkflowName} {
+		f := newFake(t)
+		ingested(f, typ, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED)
+		wantError(t, do(server(f), http.MethodDelete, "/v1/documents/d1", ""), http.StatusNotFound, "not_found")
+		for _, c := range f.called() {
+			if c == "ExecuteWorkflow" {
+				t.Errorf("deleting a missing document (latest workflow %q) started a deletion", typ)
+			}
+		}
+	}
 	f := newFake(t)
 	wantError(t, do(server(f), http.MethodDelete, "/v1/documents/a%20b", ""), http.StatusBadRequest, "invalid_argument")
 	wantError(t, do(server(f), http.MethodPut, "/v1/documents/d1", ""), http.StatusMethodNotAllowed, "invalid_argument")
 	wantError(t, do(server(f), http.MethodGet, "/v1/documents", ""), http.StatusMethodNotAllowed, "invalid_argument")
 	if len(f.called()) != 0 {
 		t.Errorf("Temporal called: %v", f.called())
+	}
+}
+
+// ingested answers DescribeWorkflowExecution for a document: its latest
+// workflow is of type typ with status, or none when typ is "".
+func ingested(f *fakeClient, typ string, status enumspb.WorkflowExecutionStatus) {
+	f.DescribeWorkflowExecutionFn = func(_ context.Context, workflowID, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		if typ == "" {
+			return nil, serviceerror.NewNotFound("workflow not found")
+		}
+		return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+			Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: "r1"},
+			Type:      &commonpb.WorkflowType{Name: typ}, Status: status,
+		}}, nil
 	}
 }
 

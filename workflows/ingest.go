@@ -81,7 +81,7 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 	}
 	var prep activities.PrepareResult
 	err := workflow.ExecuteActivity(actx("read and chunk "+name), ia.PrepareDocument,
-		activities.PrepareInput{DocumentID: in.DocumentID, Path: in.Path, BatchSize: in.BatchSize}).Get(ctx, &prep)
+		activities.PrepareInput{DocumentID: in.DocumentID, Path: in.Path, BatchSize: in.BatchSize, Source: in.Source}).Get(ctx, &prep)
 	if err != nil {
 		return p, fmt.Errorf("prepare %s: %w", in.DocumentID, err)
 	}
