@@ -2,12 +2,14 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -153,55 +155,77 @@ func TestDocumentsAPI(t *testing.T) {
 	ingested(send(http.MethodPost, "/v1/documents?id=faq&wait=true", "application/x-ndjson", []byte(passages)))
 }
 
-// TestIngestSurvivesWorkerKill kills the worker in the middle of a large
-// ingestion: the workflow resumes at its batch on the next worker, and the
-// store ends with every chunk exactly once.
+// syntheticPassages is a JSONL corpus of n passages (about 1 KB each) for
+// ingestion tests that need many batches.
+func syntheticPassages(n int) []byte {
+	var b bytes.Buffer
+	topics := []string{"quokka robots", "Flurbania traffic", "battery care", "华为Mate60", "durable workflows"}
+	for i := range n {
+		topic := topics[i%len(topics)]
+		text := strings.Repeat(fmt.Sprintf("Passage %d is about %s and fact number %d of the corpus. ", i, topic, i*7), 12)
+		fmt.Fprintf(&b, `{"id": "p%05d", "title": "%s %d", "text": %q}`+"\n", i, topic, i, text)
+	}
+	return b.Bytes()
+}
+
+// TestIngestSurvivesWorkerKill kills the worker three times in the middle
+// of a large ingestion (SIGKILL, so possibly mid-write): every restarted
+// worker opens the store, the workflow resumes at its batch, and the store
+// ends with every chunk exactly once.
 func TestIngestSurvivesWorkerKill(t *testing.T) {
 	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
 	s.startWorker()
-	ctx := t.Context()
-	path, err := filepath.Abs("../../shared/evaldata/mtrag/passages.jsonl")
-	if err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	path := filepath.Join(s.dataDir, "corpus.jsonl")
+	if err := os.WriteFile(path, syntheticPassages(2500), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.IngestWorkflowID("mtrag"), TaskQueue: workflows.TaskQueue,
-	}, workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: "mtrag", Path: path, BatchSize: 16})
+		ID: workflows.IngestWorkflowID("corpus"), TaskQueue: workflows.TaskQueue,
+	}, workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: "corpus", Path: path, BatchSize: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	progress := func() workflows.IngestProgress {
 		var p workflows.IngestProgress
-		if v, err := s.client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.QueryProgress); err == nil {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if v, err := s.client.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.QueryProgress); err == nil {
 			_ = v.Get(&p)
 		}
 		return p
 	}
-	deadline := time.Now().Add(time.Minute)
-	killedAt := progress()
-	for ; killedAt.Done < 10; killedAt = progress() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress: %+v\n%s", killedAt, s.workerLogs())
+	var kills []workflows.IngestProgress
+	for _, at := range []int{10, 40, 80} {
+		deadline := time.Now().Add(time.Minute)
+		p := progress()
+		for ; p.Done < at; p = progress() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no progress to batch %d: %+v\n%s", at, p, s.workerLogs())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
+		s.killWorker()
+		kills = append(kills, p)
+		time.Sleep(300 * time.Millisecond)
+		s.startWorker()
 	}
-	s.killWorker()
 	start := time.Now()
-	time.Sleep(500 * time.Millisecond)
-	s.startWorker()
 	var res workflows.IngestProgress
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("ingestion: %v\n%s", err, s.workerLogs())
 	}
-	t.Logf("killed after batch %d of %d; finished %s later: %+v", killedAt.Done, killedAt.Batches, time.Since(start).Round(time.Millisecond), res)
-	if killedAt.Done >= killedAt.Batches || res.Done != res.Batches || res.Stored != res.Chunks || res.Chunks < 2000 {
-		t.Fatalf("killed at %+v, result %+v", killedAt, res)
+	t.Logf("killed at batches %d, %d, %d of %d; finished %s after the last kill: %+v",
+		kills[0].Done, kills[1].Done, kills[2].Done, kills[0].Batches, time.Since(start).Round(time.Millisecond), res)
+	if kills[2].Done >= kills[2].Batches || res.Done != res.Batches || res.Stored != res.Chunks || res.Chunks < 2500 {
+		t.Fatalf("killed at %+v, result %+v", kills, res)
 	}
 	s.killWorker() // release the store
 	time.Sleep(200 * time.Millisecond)
 	store, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(s.dataDir, "vectors"), Collection: "rag_documents"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the store does not open after the kills: %v", err)
 	}
 	defer store.Close()
 	info, err := store.Info(ctx)

@@ -231,9 +231,15 @@ func Register(w sdkworker.Registry, p *Ports) {
 	w.RegisterActivityWithOptions(p.RAG, activity.RegisterOptions{})
 }
 
-// New returns a worker on the ctxflow task queue with everything registered.
-func New(c client.Client, p *Ports) sdkworker.Worker {
-	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+// New returns a worker on the ctxflow task queue with everything
+// registered, running at most maxActivities activities at once (0: the
+// SDK's default), so that a burst of uploads or turns cannot take the
+// process's memory without bound.
+func New(c client.Client, p *Ports, maxActivities int) sdkworker.Worker {
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:      maxActivities,
+		MaxConcurrentLocalActivityExecutionSize: maxActivities,
+	})
 	Register(w, p)
 	return w
 }

@@ -50,6 +50,8 @@ type Config struct {
 	MilvusToken    string
 	Tokenizer      string
 	TranscriptSync bool
+	// WorkerActivities bounds the activities a worker runs at once.
+	WorkerActivities int
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -81,10 +83,11 @@ var Vars = []Var{
 	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
 	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama` or `offline`"},
 	{"CTXFLOW_COLLECTION", "rag_documents", "vector collection of the knowledge base (under `CTXFLOW_DATA_DIR/vectors`, or in Milvus)"},
-	{"CTXFLOW_VECTOR_STORE", "embedded", "`embedded` (chromem-go + bleve under `CTXFLOW_DATA_DIR/vectors`) or `milvus`"},
+	{"CTXFLOW_VECTOR_STORE", "embedded", "`embedded` (a crash-safe chunk log + bleve under `CTXFLOW_DATA_DIR/vectors`) or `milvus`"},
 	{"MILVUS_ADDRESS", "localhost:19530", "Milvus endpoint when `CTXFLOW_VECTOR_STORE=milvus` (`https://…` for TLS)"},
 	{"MILVUS_TOKEN", "unset", "Milvus API key or `user:password`"},
 	{"CTXFLOW_TOKENIZER", "cl100k_base", "tiktoken encoding for token budgets (`cl100k_base` or `o200k_base`)"},
+	{"CTXFLOW_WORKER_ACTIVITIES", "64", "activities (and local activities) a worker runs at once; more wait their turn"},
 	{"CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)"},
 	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
 	{"CTXFLOW_EMBEDDING_MODEL", "bge-m3:latest", "default embedding model of new sessions"},
@@ -126,6 +129,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		MilvusToken:       p.str("MILVUS_TOKEN", ""),
 		Tokenizer:         p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
 		TranscriptSync:    p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
+		WorkerActivities:  p.int("CTXFLOW_WORKER_ACTIVITIES", 64),
 		LogFormat:         p.str("CTXFLOW_LOG_FORMAT", "text"),
 	}
 	c.UploadDir = p.str("CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/uploads")
@@ -159,6 +163,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.MaxUploadBytes < 1024 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_UPLOAD_BYTES %d: want at least 1024", c.MaxUploadBytes))
+	}
+	if c.WorkerActivities < 1 || c.WorkerActivities > 10_000 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_WORKER_ACTIVITIES %d: want 1 to 10000", c.WorkerActivities))
 	}
 	if c.IngestWaitTimeout <= 0 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_INGEST_WAIT_TIMEOUT %s: want more than 0", c.IngestWaitTimeout))

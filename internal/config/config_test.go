@@ -50,6 +50,7 @@ func TestDefaults(t *testing.T) {
 		MilvusAddress:      "localhost:19530",
 		Tokenizer:          "cl100k_base",
 		TranscriptSync:     true,
+		WorkerActivities:   64,
 		Session:            workflows.DefaultSessionConfig(),
 		Limits:             workflows.DefaultLimits(),
 		LogLevel:           slog.LevelInfo,
