@@ -41,10 +41,13 @@ const (
 	ErrTypeBadInput       = "BadInput"
 )
 
-// MessageIDs of a turn: deterministic, so that retries and repeats of the
-// same turn find what the first attempt stored.
-func userMessageID(turnID string) string      { return turnID + ".u" }
-func assistantMessageID(turnID string) string { return turnID + ".a" }
+// UserMessageID and AssistantMessageID name a turn's messages in the
+// transcript: deterministic, so that retries and repeats of the same turn
+// find what the first attempt stored.
+func UserMessageID(turnID string) string { return turnID + ".u" }
+
+// AssistantMessageID: see [UserMessageID].
+func AssistantMessageID(turnID string) string { return turnID + ".a" }
 
 // LoadContextInput asks for the model view of a new turn.
 type LoadContextInput struct {
@@ -100,7 +103,7 @@ type LoadContextResult struct {
 // trims the branch it ends to the token budget.
 func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadContextResult, error) {
 	user := convo.Message{
-		ID:        userMessageID(in.TurnID),
+		ID:        UserMessageID(in.TurnID),
 		ParentID:  in.ParentID,
 		Role:      convo.RoleUser,
 		Content:   in.Question,
@@ -113,7 +116,7 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 		return LoadContextResult{}, fmt.Errorf("load context of %s turn %s: %w", in.Session, in.TurnID, err)
 	}
 	res := LoadContextResult{UserMessageID: stored.ID}
-	if ans, ok, err := a.Transcript.Get(ctx, in.Session, assistantMessageID(in.TurnID)); err != nil {
+	if ans, ok, err := a.Transcript.Get(ctx, in.Session, AssistantMessageID(in.TurnID)); err != nil {
 		return res, fmt.Errorf("load context of %s turn %s: %w", in.Session, in.TurnID, err)
 	} else if ok {
 		res.AnswerID, res.Answer = ans.ID, ans.Content
@@ -123,7 +126,7 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 	sys := 0
 	if in.SystemPrompt != "" {
 		sys = convo.MessageTokens(a.Tokenizer, convo.Message{Role: convo.RoleSystem, Content: in.SystemPrompt})
-		window.MaxTokens = max(window.MaxTokens-sys, 1)
+		window.Reserve = sys
 	}
 	sum, err := a.summary(ctx, in.Session, in.SummaryID)
 	if err != nil {
@@ -387,7 +390,7 @@ type SaveAnswerResult struct {
 // SaveAnswer appends the assistant message of a turn (idempotent by turn).
 func (a *Session) SaveAnswer(ctx context.Context, in SaveAnswerInput) (SaveAnswerResult, error) {
 	m := convo.Message{
-		ID:        assistantMessageID(in.TurnID),
+		ID:        AssistantMessageID(in.TurnID),
 		ParentID:  in.ParentID,
 		Role:      convo.RoleAssistant,
 		Content:   in.Answer,
@@ -409,7 +412,7 @@ func (a *Session) SaveAnswer(ctx context.Context, in SaveAnswerInput) (SaveAnswe
 		if err != nil {
 			return res, err
 		}
-		plan, err := a.Transcript.PlanSummary(ctx, in.Session, stored.ID, in.Window, in.SummaryConfig, sum)
+		plan, err := a.Transcript.PlanSummary(ctx, in.Session, stored.ID, FoldWindow(in.Window, in.SummaryConfig), in.SummaryConfig, sum)
 		if err != nil {
 			return res, fmt.Errorf("plan summary of %s: %w", in.Session, err)
 		}
@@ -437,6 +440,9 @@ type SummaryRef struct {
 	ID     string `json:"id"`
 	Folded int    `json:"folded"`
 	Tokens int    `json:"tokens"`
+	// CacheHits counts the times the session reused this summary instead
+	// of asking the model again.
+	CacheHits int `json:"cacheHits,omitempty"`
 }
 
 // SummarizeResult is the new running summary.
@@ -455,15 +461,10 @@ type SummarizeResult struct {
 // summary with the chat model (incrementally: previous summary + new
 // messages), reusing a cached summary of the same branch prefix.
 func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeResult, error) {
-	cfg, window := in.Config, in.Window
+	cfg, window := in.Config, FoldWindow(in.Window, in.Config)
 	if in.Force { // fold everything but the newest round
 		cfg.ThresholdMessages, cfg.ThresholdTokens = 1, 0
 		window.MaxRounds = 1
-	} else {
-		// Fold down to half the window: the view then grows back for a few
-		// rounds before the next fold, instead of a summary call per turn.
-		window.MaxRounds = max(1, window.MaxRounds/2)
-		window.MaxTokens = max(convo.MinMaxTokens, window.MaxTokens/2)
 	}
 	prev, err := a.summary(ctx, in.Session, in.PrevID)
 	if err != nil {
@@ -478,7 +479,19 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 		if in.PrevID == "" {
 			return SummarizeResult{}, nil
 		}
-		return SummarizeResult{Ref: &SummaryRef{ID: in.PrevID, Folded: prev.Folded, Tokens: prev.Tokens}}, nil
+		// The stored summary covers what there is to fold: reused (seed
+		// 001 §5: same folded count, same config).
+		return SummarizeResult{Ref: &SummaryRef{ID: in.PrevID, Folded: prev.Folded, Tokens: prev.Tokens}, CacheHit: true}, nil
+	}
+	recID := in.LeafID + ".s"
+	if m, ok, err := a.Transcript.Get(ctx, in.Session, recID); err != nil {
+		return SummarizeResult{}, fmt.Errorf("read summary %s of %s: %w", recID, in.Session, err)
+	} else if ok {
+		// An earlier attempt stored this fold already (a retry after a
+		// crash, maybe on another worker): reuse it when it is the same.
+		if st, err := convo.SummaryFromRecord(m); err == nil && st.Key == plan.Key {
+			return SummarizeResult{Ref: &SummaryRef{ID: m.ID, Folded: st.Folded, Tokens: st.Tokens}, Folded: len(plan.Fold), CacheHit: true, More: plan.More}, nil
+		}
 	}
 	defer keepAlive(ctx)()
 	st, hit, err := convo.Summarize(ctx, a.Tokenizer, plan, cfg, a.SummaryCache, func(ctx context.Context, prompt []convo.ModelMessage) (string, error) {
@@ -490,13 +503,29 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 	}
 	// The record goes on the branch, below the leaf: the next message hangs
 	// under it, and its id is derived from the leaf so a retry finds it.
-	rec := convo.SummaryRecord(in.LeafID+".s", in.LeafID, time.Now().UTC(), st)
+	rec := convo.SummaryRecord(recID, in.LeafID, time.Now().UTC(), st)
 	stored, _, err := a.Transcript.Append(ctx, in.Session, rec)
 	if err != nil {
 		return SummarizeResult{}, fmt.Errorf("store summary of %s: %w", in.Session, err)
 	}
 	ref := &SummaryRef{ID: stored.ID, Folded: st.Folded, Tokens: st.Tokens}
 	return SummarizeResult{Ref: ref, Folded: len(plan.Fold), CacheHit: hit, More: plan.More}, nil
+}
+
+// FoldWindow is what a fold keeps beside the summary: half the rounds and
+// half the tokens of the window, the tokens also at most half the summary's
+// token threshold. So a history over the threshold always has something to
+// fold, and the view grows back for a few rounds before the next fold
+// instead of a summary call per turn.
+func FoldWindow(w convo.WindowConfig, c convo.SummaryConfig) convo.WindowConfig {
+	w.Strategy = convo.StrategyHybrid
+	w.MaxRounds = max(1, w.MaxRounds/2)
+	tokens := w.MaxTokens
+	if c.ThresholdTokens > 0 {
+		tokens = min(tokens, c.ThresholdTokens)
+	}
+	w.MaxTokens = max(convo.MinMaxTokens, tokens/2)
+	return w
 }
 
 // summary reads the running summary from its record ("" → none).
@@ -518,6 +547,33 @@ func (a *Session) summary(ctx context.Context, s SessionKey, id string) (convo.S
 			fmt.Sprintf("summary %s of %s", id, s), ErrTypeBadInput, err)
 	}
 	return st, nil
+}
+
+// StoredTurn is a turn read back from the transcript.
+type StoredTurn struct {
+	Question           string `json:"question"`
+	UserMessageID      string `json:"userMessageId,omitempty"`
+	Answer             string `json:"answer,omitempty"`
+	AssistantMessageID string `json:"assistantMessageId,omitempty"`
+}
+
+// LoadTurn reads a turn's question and answer from the transcript (the
+// result of a repeated turn older than the results a session keeps).
+func (a *Session) LoadTurn(ctx context.Context, s SessionKey, turnID string) (StoredTurn, error) {
+	var t StoredTurn
+	for _, p := range []struct {
+		id        string
+		text, ref *string
+	}{{UserMessageID(turnID), &t.Question, &t.UserMessageID}, {AssistantMessageID(turnID), &t.Answer, &t.AssistantMessageID}} {
+		m, ok, err := a.Transcript.Get(ctx, s, p.id)
+		if err != nil {
+			return t, fmt.Errorf("load turn %s of %s: %w", turnID, s, err)
+		}
+		if ok {
+			*p.text, *p.ref = m.Content, m.ID
+		}
+	}
+	return t, nil
 }
 
 // SaveSnapshot stores a session's working state so that a session that

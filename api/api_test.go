@@ -483,9 +483,19 @@ func checkStart(t *testing.T, opts client.StartWorkflowOptions, workflow any, in
 	}
 }
 
-func TestTurnSignal(t *testing.T) {
+// submitted answers the submit update with a queued result.
+func submitted(t *testing.T) func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	return func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		req := opts.UpdateOptions.Args[0].(workflows.TurnRequest)
+		return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, workflows.TurnResult{TurnID: req.TurnID, Status: workflows.TurnQueued})}, nil
+	}
+}
+
+// TestTurnSubmit: an asynchronous turn is the submit update, which the
+// session validates against its own config before it answers 202.
+func TestTurnSubmit(t *testing.T) {
 	f := newFake(t)
-	got := recordSignal(t, f)
+	got := recordUpdate(t, f, submitted(t))
 	h := server(f)
 
 	w := do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"What is Temporal?"}`)
@@ -498,16 +508,19 @@ func TestTurnSignal(t *testing.T) {
 		t.Errorf("answer = %+v", resp)
 	}
 	if len(*got) != 1 {
-		t.Fatalf("%d signals, want 1", len(*got))
+		t.Fatalf("%d updates, want 1", len(*got))
 	}
-	s := (*got)[0]
-	if s.workflowID != "session/default/s1" || s.signal != workflows.SignalTurn {
-		t.Errorf("signal %q to %q", s.signal, s.workflowID)
+	u := (*got)[0]
+	req := u.UpdateOptions.Args[0].(workflows.TurnRequest)
+	if u.UpdateOptions.UpdateName != workflows.UpdateSubmit || u.UpdateOptions.UpdateID != workflows.TurnUpdateID(workflows.UpdateSubmit, req) ||
+		u.UpdateOptions.WaitForStage != client.WorkflowUpdateStageCompleted {
+		t.Errorf("update options = %+v", u.UpdateOptions)
 	}
-	if s.req.TurnID != resp.TurnID || s.req.Question != "What is Temporal?" || len(s.req.Config) != 0 {
-		t.Errorf("turn request = %+v", s.req)
+	if req.TurnID != resp.TurnID || req.Question != "What is Temporal?" || len(req.Config) != 0 {
+		t.Errorf("turn request = %+v", req)
 	}
-	checkStart(t, s.opts, s.workflow, s.in, "default", "s1")
+	op := u.StartWorkflowOperation.(*startOp)
+	checkStart(t, op.opts, op.workflow, op.args[0].(workflows.SessionInput), "default", "s1")
 
 	// A client-chosen turn id, a tenant and per-turn options pass through.
 	w = do(h, http.MethodPost, "/v1/sessions/s2/turns", `{"question":"again","turnId":"t-1","config":{"topK":3}}`, "X-Tenant-ID", "acme")
@@ -515,32 +528,58 @@ func TestTurnSignal(t *testing.T) {
 		t.Fatalf("status = %d; body %s", w.Code, w.Body)
 	}
 	decode(t, w, &resp)
-	s = (*got)[1]
-	if resp.TurnID != "t-1" || s.req.TurnID != "t-1" || s.workflowID != "session/acme/s2" {
-		t.Errorf("answer %+v, signal %+v", resp, s)
+	u = (*got)[1]
+	req = u.UpdateOptions.Args[0].(workflows.TurnRequest)
+	op = u.StartWorkflowOperation.(*startOp)
+	if resp.TurnID != "t-1" || req.TurnID != "t-1" || op.opts.ID != "session/acme/s2" || string(req.Config) != `{"topK":3}` {
+		t.Errorf("answer %+v, request %+v", resp, req)
 	}
-	if string(s.req.Config) != `{"topK":3}` {
-		t.Errorf("turn config = %s", s.req.Config)
-	}
-	checkStart(t, s.opts, s.workflow, s.in, "acme", "s2")
+	checkStart(t, op.opts, op.workflow, op.args[0].(workflows.SessionInput), "acme", "s2")
 
 	// A question of exactly 32 KiB is fine.
 	q := strings.Repeat("b", workflows.MaxQuestionBytes)
 	if w := do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"`+q+`"}`); w.Code != http.StatusAccepted {
 		t.Errorf("32 KiB question: status %d %s", w.Code, w.Body)
 	}
-	// ?wait=false is the default.
+	// ?wait=false is the default; anything but true or false is refused.
 	if w := do(h, http.MethodPost, "/v1/sessions/s1/turns?wait=false", `{"question":"x"}`); w.Code != http.StatusAccepted {
 		t.Errorf("wait=false: status %d", w.Code)
 	}
+	n := len(*got)
+	wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/turns?wait=maybe", `{"question":"x"}`), http.StatusBadRequest, "invalid_argument")
+	if len(*got) != n {
+		t.Error("?wait=maybe reached the session")
+	}
 	for _, c := range f.called() {
-		if c != "SignalWithStartWorkflow" {
-			t.Errorf("unexpected call %s", c)
+		if c == "SignalWithStartWorkflow" {
+			t.Errorf("a turn went as a signal without ResourceExhausted")
 		}
 	}
 }
 
-func TestTurnSignalErrors(t *testing.T) {
+// TestTurnSubmitFallsBackToSignal: a session with the server's limit of
+// updates in flight gets the turn as a signal.
+func TestTurnSubmitFallsBackToSignal(t *testing.T) {
+	f := newFake(t)
+	recordUpdate(t, f, func(client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		return nil, serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, "too many in-flight updates")
+	})
+	got := recordSignal(t, f)
+	w := do(server(f), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"What is Temporal?","turnId":"t-3"}`)
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("status = %d, want 202; body %s", w.Code, w.Body)
+	}
+	if len(*got) != 1 {
+		t.Fatalf("%d signals, want 1", len(*got))
+	}
+	s := (*got)[0]
+	if s.workflowID != "session/default/s1" || s.signal != workflows.SignalTurn || s.req.TurnID != "t-3" {
+		t.Errorf("signal %q to %q: %+v", s.signal, s.workflowID, s.req)
+	}
+	checkStart(t, s.opts, s.workflow, s.in, "default", "s1")
+}
+
+func TestTurnSubmitErrors(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
 		status int
@@ -548,12 +587,14 @@ func TestTurnSignalErrors(t *testing.T) {
 	}{
 		{serviceerror.NewUnavailable("frontend down"), http.StatusServiceUnavailable, "unavailable"},
 		{serviceerror.NewInvalidArgument("bad"), http.StatusBadRequest, "invalid_argument"},
+		{temporal.NewNonRetryableApplicationError("config: maxRounds 0 out of range", workflows.ErrTypeInvalidTurn, nil), http.StatusBadRequest, "invalid_argument"},
+		{temporal.NewNonRetryableApplicationError("turn id reused", workflows.ErrTypeConflict, nil), http.StatusConflict, "conflict"},
 		{errors.New("odd"), http.StatusInternalServerError, "internal"},
 	} {
 		f := newFake(t)
-		f.SignalWithStartWorkflowFn = func(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+		recordUpdate(t, f, func(client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
 			return nil, tc.err
-		}
+		})
 		wantError(t, do(server(f), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"hi"}`), tc.status, tc.code)
 	}
 }
@@ -597,7 +638,7 @@ func TestTurnWait(t *testing.T) {
 		t.Fatalf("%d updates, want 1", len(*got))
 	}
 	u := (*got)[0]
-	if u.UpdateOptions.UpdateID != "t-9" || u.UpdateOptions.UpdateName != workflows.UpdateTurn ||
+	if u.UpdateOptions.UpdateID != workflows.TurnUpdateID(workflows.UpdateTurn, workflows.TurnRequest{TurnID: "t-9", Question: "What is Temporal?"}) || u.UpdateOptions.UpdateName != workflows.UpdateTurn ||
 		u.UpdateOptions.WaitForStage != client.WorkflowUpdateStageCompleted {
 		t.Errorf("update options = %+v", u.UpdateOptions)
 	}
@@ -613,14 +654,14 @@ func TestTurnWait(t *testing.T) {
 		t.Errorf("calls = %v, want %v", f.called(), want)
 	}
 
-	// Without a turnId the generated one is the update id.
+	// Without a turnId the generated one is in the update id.
 	do(server(f), http.MethodPost, "/v1/sessions/s1/turns?wait=1", `{"question":"again"}`)
 	if len(*got) != 2 {
 		t.Fatalf("%d updates, want 2", len(*got))
 	}
 	u = (*got)[1]
-	if id := u.UpdateOptions.UpdateID; !strings.HasPrefix(id, "turn-") || u.UpdateOptions.Args[0].(workflows.TurnRequest).TurnID != id {
-		t.Errorf("update id %q, request %+v", id, u.UpdateOptions.Args[0])
+	if req := u.UpdateOptions.Args[0].(workflows.TurnRequest); !strings.HasPrefix(req.TurnID, "turn-") || u.UpdateOptions.UpdateID != workflows.TurnUpdateID(workflows.UpdateTurn, req) {
+		t.Errorf("update id %q, request %+v", u.UpdateOptions.UpdateID, req)
 	}
 }
 
@@ -647,7 +688,7 @@ func TestTurnWaitOutcomes(t *testing.T) {
 				if tc.updateErr != nil {
 					return nil, tc.updateErr
 				}
-				res := workflows.TurnResult{TurnID: opts.UpdateOptions.UpdateID, Status: tc.status, Error: "model unreachable",
+				res := workflows.TurnResult{TurnID: opts.UpdateOptions.Args[0].(workflows.TurnRequest).TurnID, Status: tc.status, Error: "model unreachable",
 					SessionInfo: workflows.SessionInfo{Health: workflows.HealthDegraded}}
 				return handle{val: encode(t, res), err: tc.getErr}, nil
 			})
@@ -738,8 +779,8 @@ func TestGetSession(t *testing.T) {
 		Status: workflows.StatusIdle, Health: workflows.HealthOK, Turns: 3, Messages: 6, ActiveLeaf: "m6",
 		CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), UpdatedAt: time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC),
 	}
-	closed := state
-	closed.Status = workflows.StatusClosed
+	deleted := state
+	deleted.Status = workflows.StatusDeleted
 	for _, tc := range []struct {
 		name    string
 		val     value
@@ -749,7 +790,7 @@ func TestGetSession(t *testing.T) {
 	}{
 		{name: "ok", val: encode(t, state), status: http.StatusOK},
 		{name: "unknown", err: serviceerror.NewNotFound("workflow not found"), status: http.StatusNotFound, errCode: "not_found"},
-		{name: "closed", val: encode(t, closed), status: http.StatusNotFound, errCode: "not_found"},
+		{name: "deleted", val: encode(t, deleted), status: http.StatusNotFound, errCode: "not_found"},
 		{name: "no worker", err: context.DeadlineExceeded, status: http.StatusServiceUnavailable, errCode: "unavailable"},
 		{name: "server deadline", err: serviceerror.NewDeadlineExceeded("context deadline exceeded"), status: http.StatusServiceUnavailable, errCode: "unavailable"},
 	} {
@@ -772,10 +813,13 @@ func TestGetSession(t *testing.T) {
 			if w.Code != tc.status {
 				t.Fatalf("status = %d; body %s", w.Code, w.Body)
 			}
-			var got workflows.SessionState
+			var got struct {
+				workflows.SessionState
+				MessagesURL string `json:"messagesUrl"`
+			}
 			decode(t, w, &got)
-			if !reflect.DeepEqual(got, state) {
-				t.Errorf("state = %+v, want %+v", got, state)
+			if !reflect.DeepEqual(got.SessionState, state) || got.MessagesURL != "/v1/sessions/s1/messages" {
+				t.Errorf("state = %+v, want %+v and the messages URL", got, state)
 			}
 		})
 	}
@@ -786,32 +830,52 @@ func TestGetSession(t *testing.T) {
 	}
 }
 
+// describing answers DescribeWorkflowExecution: not found for ids in
+// missing, else a run whose CtxStatus is status.
+func describing(t *testing.T, f *fakeClient, status string, missing ...string) {
+	f.DescribeWorkflowExecutionFn = func(_ context.Context, workflowID, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		for _, m := range missing {
+			if strings.HasSuffix(workflowID, "/"+m) {
+				return nil, serviceerror.NewNotFound("workflow not found")
+			}
+		}
+		return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+			Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: "r1"},
+			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+				workflows.SAttrStatus.GetName(): encode(t, status).p,
+			}},
+		}}, nil
+	}
+}
+
+// TestDeleteSession: DELETE closes the session with the close update and
+// answers once it is deleted; an unknown or deleted session is 404.
 func TestDeleteSession(t *testing.T) {
 	f := newFake(t)
-	var sent []any
-	f.SignalWorkflowFn = func(_ context.Context, workflowID, runID, signalName string, arg any) error {
-		if workflowID != "session/default/s1" || runID != "" || signalName != workflows.SignalClose {
-			t.Errorf("signal %q to %q/%q", signalName, workflowID, runID)
-		}
-		sent = append(sent, arg)
-		if workflowID == "session/default/gone" {
-			return serviceerror.NewNotFound("workflow not found")
-		}
-		return nil
-	}
+	describing(t, f, workflows.StatusIdle, "gone")
+	got := recordUpdate(t, f, func(client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		return handle{}, nil
+	})
 	w := do(server(f), http.MethodDelete, "/v1/sessions/s1", "")
 	if w.Code != http.StatusNoContent || w.Body.Len() != 0 {
 		t.Errorf("DELETE = %d %q, want 204 and no body", w.Code, w.Body)
 	}
-	if len(sent) != 1 || !reflect.DeepEqual(sent[0], workflows.CloseRequest{Delete: true}) {
-		t.Errorf("close signals = %+v, want one CloseRequest{Delete: true}", sent)
+	if len(*got) != 1 {
+		t.Fatalf("%d updates, want 1", len(*got))
 	}
-
-	f = newFake(t)
-	f.SignalWorkflowFn = func(context.Context, string, string, string, any) error {
-		return serviceerror.NewNotFound("workflow not found")
+	u := (*got)[0]
+	if u.UpdateOptions.UpdateName != workflows.UpdateClose || !reflect.DeepEqual(u.UpdateOptions.Args, []any{workflows.CloseRequest{Delete: true}}) ||
+		u.UpdateOptions.WaitForStage != client.WorkflowUpdateStageCompleted {
+		t.Errorf("close update = %+v", u.UpdateOptions)
+	}
+	if op := u.StartWorkflowOperation.(*startOp); op.opts.ID != "session/default/s1" {
+		t.Errorf("start = %+v", op.opts)
 	}
 	wantError(t, do(server(f), http.MethodDelete, "/v1/sessions/gone", ""), http.StatusNotFound, "not_found")
+
+	f = newFake(t)
+	describing(t, f, workflows.StatusDeleted)
+	wantError(t, do(server(f), http.MethodDelete, "/v1/sessions/s1", ""), http.StatusNotFound, "not_found")
 }
 
 func TestCompress(t *testing.T) {
@@ -927,6 +991,10 @@ func TestCreateSession(t *testing.T) {
 	var got []started
 	var startErr error
 	f := newFake(t)
+	describing(t, f, workflows.StatusIdle, "")
+	f.DescribeWorkflowExecutionFn = func(_ context.Context, workflowID, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
 	f.ExecuteWorkflowFn = func(_ context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
 		if workflow != workflows.SessionWorkflowName || len(args) != 1 {
 			t.Errorf("ExecuteWorkflow(%v, %v)", workflow, args)
@@ -960,8 +1028,9 @@ func TestCreateSession(t *testing.T) {
 	if s.opts.ID != "session/acme/"+resp.SessionID || s.opts.TaskQueue != workflows.TaskQueue {
 		t.Errorf("start options = %+v", s.opts)
 	}
-	if s.opts.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL {
-		t.Errorf("conflict policy = %v, want FAIL (creating twice is a conflict)", s.opts.WorkflowIDConflictPolicy)
+	if s.opts.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL || !s.opts.WorkflowExecutionErrorWhenAlreadyStarted {
+		t.Errorf("conflict policy = %v, error when started %v: want FAIL and an error (creating twice is a conflict)",
+			s.opts.WorkflowIDConflictPolicy, s.opts.WorkflowExecutionErrorWhenAlreadyStarted)
 	}
 	if s.opts.Memo["title"] != "Trip planning" || !strings.Contains(s.opts.StaticSummary, "Trip planning") {
 		t.Errorf("memo %v, summary %q", s.opts.Memo, s.opts.StaticSummary)
@@ -990,6 +1059,20 @@ func TestCreateSession(t *testing.T) {
 
 	startErr = serviceerror.NewWorkflowExecutionAlreadyStarted("already started", "", "run-1")
 	wantError(t, do(h, http.MethodPost, "/v1/sessions", `{"sessionId":"mine"}`), http.StatusConflict, "conflict")
+	startErr = nil
+
+	// A session whose run ended idle exists: 409, nothing started; a
+	// deleted one may be created again.
+	for status, code := range map[string]int{workflows.StatusIdle: http.StatusConflict, workflows.StatusDeleted: http.StatusCreated} {
+		describing(t, f, status)
+		n := len(got)
+		if w := do(h, http.MethodPost, "/v1/sessions", `{"sessionId":"old"}`); w.Code != code {
+			t.Errorf("create over a %s session: %d %s, want %d", status, w.Code, w.Body, code)
+		}
+		if started := len(got) - n; (code == http.StatusConflict) != (started == 0) {
+			t.Errorf("create over a %s session started %d workflows", status, started)
+		}
+	}
 
 	n := len(got)
 	for _, tc := range []struct{ name, body, want string }{
@@ -1042,19 +1125,25 @@ func TestListSessions(t *testing.T) {
 		}, nil
 	}
 	h := server(f)
-	token := base64.RawURLEncoding.EncodeToString([]byte("page-1"))
-	w := do(h, http.MethodGet, "/v1/sessions?status=paused&limit=20&pageToken="+token, "", "X-Tenant-ID", "acme")
+	// A page token comes from a listing: take one from a first page.
+	first := do(h, http.MethodGet, "/v1/sessions?status=paused&limit=20", "", "X-Tenant-ID", "acme")
+	var page struct {
+		NextPageToken string `json:"nextPageToken"`
+	}
+	decode(t, first, &page)
+	reqs = nil
+	w := do(h, http.MethodGet, "/v1/sessions?status=paused&limit=20&pageToken="+page.NextPageToken, "", "X-Tenant-ID", "acme")
 	if w.Code != http.StatusOK {
 		t.Fatalf("status = %d; body %s", w.Code, w.Body)
 	}
 	if len(reqs) != 1 {
 		t.Fatalf("%d list calls", len(reqs))
 	}
-	wantQuery := "WorkflowType = 'SessionWorkflow' AND CtxTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew' AND CtxStatus = 'paused'"
+	wantQuery := "WorkflowType = 'SessionWorkflow' AND CtxTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew' AND CtxStatus != 'deleted' AND CtxStatus = 'paused'"
 	if reqs[0].GetQuery() != wantQuery {
 		t.Errorf("query = %q, want %q", reqs[0].GetQuery(), wantQuery)
 	}
-	if reqs[0].GetPageSize() != 20 || string(reqs[0].GetNextPageToken()) != "page-1" {
+	if reqs[0].GetPageSize() != 20 || string(reqs[0].GetNextPageToken()) != "page-2" {
 		t.Errorf("page size %d, token %q", reqs[0].GetPageSize(), reqs[0].GetNextPageToken())
 	}
 	var resp struct {
@@ -1078,17 +1167,20 @@ func TestListSessions(t *testing.T) {
 	if b := resp.Sessions[1]; b.SessionID != "bare" || b.Status != "" || b.Turns != 0 {
 		t.Errorf("row without attributes = %+v", b)
 	}
-	if tok, err := base64.RawURLEncoding.DecodeString(resp.NextPageToken); err != nil || string(tok) != "page-2" {
-		t.Errorf("nextPageToken = %q", resp.NextPageToken)
+	if resp.NextPageToken != page.NextPageToken {
+		t.Errorf("nextPageToken = %q, want %q", resp.NextPageToken, page.NextPageToken)
 	}
 
 	// Defaults: tenant "default", no status filter, 50 per page.
 	do(h, http.MethodGet, "/v1/sessions", "")
-	if q := reqs[1].GetQuery(); q != "WorkflowType = 'SessionWorkflow' AND CtxTenant = 'default' AND ExecutionStatus != 'ContinuedAsNew'" || reqs[1].GetPageSize() != 50 {
+	if q := reqs[1].GetQuery(); q != "WorkflowType = 'SessionWorkflow' AND CtxTenant = 'default' AND ExecutionStatus != 'ContinuedAsNew' AND CtxStatus != 'deleted'" || reqs[1].GetPageSize() != 50 {
 		t.Errorf("default query %q, page size %d", q, reqs[1].GetPageSize())
 	}
 
-	for _, q := range []string{"status=deleted", "status=idle'%20OR%20'1'='1", "limit=0", "limit=1001", "limit=ten", "pageToken=%21%21"} {
+	// A garbled token, a token of another listing, a raw Temporal token.
+	raw := base64.RawURLEncoding.EncodeToString([]byte("page-2"))
+	for _, q := range []string{"status=deleted", "status=idle'%20OR%20'1'='1", "limit=0", "limit=1001", "limit=ten", "pageToken=%21%21",
+		"pageToken=" + raw, "status=idle&pageToken=" + page.NextPageToken} {
 		t.Run(q, func(t *testing.T) {
 			wantError(t, do(h, http.MethodGet, "/v1/sessions?"+q, ""), http.StatusBadRequest, "invalid_argument")
 		})

@@ -15,6 +15,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -38,7 +40,20 @@ type Options struct {
 	// IngestWaitTimeout bounds a `?wait=true` upload (default 5 minutes);
 	// after it the answer is 202 and the ingestion goes on.
 	IngestWaitTimeout time.Duration
-	Logger            *slog.Logger
+	// Transcripts reads transcripts for the messages routes and the
+	// summary text; nil when this process cannot read them (see
+	// [Transcripts]).
+	Transcripts Transcripts
+	Logger      *slog.Logger
+}
+
+// Transcripts reads session transcripts. An API process can read them when
+// it shares the workers' store: `ctxflow dev` runs both in one process.
+type Transcripts interface {
+	// Get returns one message (ok false when there is none).
+	Get(ctx context.Context, s activities.SessionKey, id string) (convo.Message, bool, error)
+	// Branch returns the messages from the root to leafID, root first.
+	Branch(ctx context.Context, s activities.SessionKey, leafID string) ([]convo.Message, error)
 }
 
 // Server serves the HTTP API.
@@ -94,6 +109,7 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/sessions/:id/continue", s.continueTask)
 	v1.POST("/sessions/:id/compress", s.compress)
 	v1.GET("/sessions/:id/steps", s.getSteps)
+	v1.GET("/sessions/:id/messages", s.getMessages)
 	v1.POST("/rag/corrective", s.postCorrective)
 	v1.POST("/documents", s.postDocument)
 	v1.GET("/documents/:id", s.getDocument)

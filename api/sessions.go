@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -30,6 +33,10 @@ const tenantHeader = "X-Tenant-ID"
 type sessionRef struct{ tenant, id string }
 
 func (r sessionRef) workflowID() string { return workflows.SessionWorkflowID(r.tenant, r.id) }
+
+func (r sessionRef) key() activities.SessionKey {
+	return activities.SessionKey{Tenant: r.tenant, SessionID: r.id}
+}
 
 // tenant reads the X-Tenant-ID header (default "default").
 func tenant(c *gin.Context) (string, error) {
@@ -154,8 +161,17 @@ func (s *Server) createSession(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	switch status, err := s.sessionStatus(c.Request.Context(), ref); {
+	case err != nil:
+		writeError(c, err)
+		return
+	case status != "" && status != workflows.StatusDeleted:
+		writeError(c, errConflict("session %s already exists: send its turns, or DELETE it first", ref.id))
+		return
+	}
 	opts := s.startOptions(ref, req.Title, cfg)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	if _, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.SessionWorkflowName, in); err != nil {
 		writeError(c, fromTemporal("session "+ref.id, err))
 		return
@@ -182,7 +198,8 @@ func (s *Server) listSessions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	query := fmt.Sprintf("WorkflowType = '%s' AND CtxTenant = '%s' AND ExecutionStatus != 'ContinuedAsNew'", workflows.SessionWorkflowName, t)
+	query := fmt.Sprintf("WorkflowType = '%s' AND CtxTenant = '%s' AND ExecutionStatus != 'ContinuedAsNew' AND CtxStatus != '%s'",
+		workflows.SessionWorkflowName, t, workflows.StatusDeleted)
 	if st := c.Query("status"); st != "" {
 		if !validStatus[st] {
 			writeError(c, errInvalid("status %q: want idle, running, paused or closed", st))
@@ -201,8 +218,8 @@ func (s *Server) listSessions(c *gin.Context) {
 	}
 	var token []byte
 	if pt := c.Query("pageToken"); pt != "" {
-		if token, err = decodeToken(pt); err != nil {
-			writeError(c, errInvalid("pageToken is not valid"))
+		if token, err = decodeToken(query, pt); err != nil {
+			writeError(c, errInvalid("pageToken is not one this listing returned: %v", err))
 			return
 		}
 	}
@@ -239,7 +256,7 @@ func (s *Server) listSessions(c *gin.Context) {
 		}
 		out = append(out, row)
 	}
-	c.JSON(http.StatusOK, gin.H{"sessions": out, "nextPageToken": encodeToken(resp.GetNextPageToken())})
+	c.JSON(http.StatusOK, gin.H{"sessions": out, "nextPageToken": encodeToken(query, resp.GetNextPageToken())})
 }
 
 // query runs a query on a session, with a deadline so that a session with
@@ -268,12 +285,100 @@ func (s *Server) getSession(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	if st.Status == workflows.StatusClosed {
+	if st.Status == workflows.StatusDeleted {
 		writeError(c, errNotFound("session %s was deleted", ref.id))
 		return
 	}
-	c.JSON(http.StatusOK, st)
+	out := sessionView{SessionState: st, MessagesURL: "/v1/sessions/" + ref.id + "/messages"}
+	if st.Summary != nil && s.opts.Transcripts != nil {
+		m, ok, err := s.opts.Transcripts.Get(c.Request.Context(), ref.key(), st.Summary.ID)
+		if err != nil {
+			s.log.Warn("read summary", "session", ref.id, "error", err, "requestId", c.GetString("requestID"))
+		} else if ok {
+			out.SummaryText = m.Content
+		}
+	}
+	c.JSON(http.StatusOK, out)
 }
+
+// sessionView is GET /v1/sessions/{id}: the session's state, the running
+// summary's text (when this process can read transcripts) and where to
+// read the messages.
+type sessionView struct {
+	workflows.SessionState
+	SummaryText string `json:"summaryText,omitempty"`
+	MessagesURL string `json:"messagesUrl"`
+}
+
+// getMessages answers GET /v1/sessions/{id}/messages?leaf=: the full
+// transcript of a branch, root first (the display list); by default the
+// active branch.
+func (s *Server) getMessages(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if s.opts.Transcripts == nil {
+		writeError(c, errUnavailable("this API process cannot read transcripts: `ctxflow dev` can, and so can an API that shares the workers' transcript store"))
+		return
+	}
+	var st workflows.SessionState
+	if err := s.query(c.Request.Context(), ref, workflows.QueryState, &st); err != nil {
+		writeError(c, err)
+		return
+	}
+	if st.Status == workflows.StatusDeleted {
+		writeError(c, errNotFound("session %s was deleted", ref.id))
+		return
+	}
+	leaf := st.ActiveLeaf
+	if l, ok := c.GetQuery("leaf"); ok {
+		if err := workflows.ValidateID("leaf", l); err != nil {
+			writeError(c, errInvalid("%s", err))
+			return
+		}
+		leaf = l
+	}
+	msgs := []convo.Message{}
+	if leaf != "" {
+		b, err := s.opts.Transcripts.Branch(c.Request.Context(), ref.key(), leaf)
+		switch {
+		case errors.Is(err, convo.ErrNotFound):
+			writeError(c, errNotFound("session %s has no message %s", ref.id, leaf))
+			return
+		case err != nil:
+			writeError(c, errUnavailable("read the transcript of session %s: %v", ref.id, err))
+			return
+		}
+		msgs = b
+	}
+	c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "leaf": leaf, "activeLeaf": st.ActiveLeaf, "messages": msgs})
+}
+
+// sessionStatus is the CtxStatus of a session's latest run, "" when the
+// session never existed.
+func (s *Server) sessionStatus(ctx context.Context, ref sessionRef) (string, error) {
+	desc, err := s.c.DescribeWorkflowExecution(ctx, ref.workflowID(), "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return "", nil
+	case err != nil:
+		return "", fromTemporal("session "+ref.id, err)
+	}
+	status := workflows.StatusIdle
+	if p := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SAttrStatus.GetName()]; p != nil {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &status); err != nil {
+			return "", errInternal("decode status of session %s: %v", ref.id, err)
+		}
+	}
+	return status, nil
+}
+
+// closeWait bounds how long DELETE waits for the session to be closed
+// before it answers 202.
+const closeWait = 30 * time.Second
 
 func (s *Server) deleteSession(c *gin.Context) {
 	ref, err := sessionOf(c)
@@ -281,12 +386,45 @@ func (s *Server) deleteSession(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	err = s.c.SignalWorkflow(c.Request.Context(), ref.workflowID(), "", workflows.SignalClose, workflows.CloseRequest{Delete: true})
-	if err != nil {
-		writeError(c, fromTemporal("session "+ref.id, err))
+	switch status, err := s.sessionStatus(c.Request.Context(), ref); {
+	case err != nil:
+		writeError(c, err)
+		return
+	case status == "":
+		writeError(c, errNotFound("session %s not found", ref.id))
+		return
+	case status == workflows.StatusDeleted:
+		writeError(c, errNotFound("session %s was deleted", ref.id))
 		return
 	}
-	c.Status(http.StatusNoContent)
+	// A session whose run ended idle is revived to be closed: its
+	// transcript is deleted by the workflow, like any other's.
+	in, err := s.sessionInput(ref, "", s.opts.Defaults)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), closeWait)
+	defer cancel()
+	op := s.c.NewWithStartWorkflowOperation(s.startOptions(ref, "", s.opts.Defaults), workflows.SessionWorkflowName, in)
+	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName: workflows.UpdateClose, Args: []any{workflows.CloseRequest{Delete: true}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	switch {
+	case err == nil:
+		c.Status(http.StatusNoContent)
+	case ctx.Err() != nil && c.Request.Context().Err() == nil:
+		c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "status": "deleting"})
+	default:
+		writeError(c, fromTemporal("delete session "+ref.id, err))
+	}
 }
 
 type turnRequest struct {
@@ -321,19 +459,30 @@ func (s *Server) postTurn(c *gin.Context) {
 	}
 	opts := s.startOptions(ref, "", s.opts.Defaults)
 
-	wait, _ := strconv.ParseBool(c.DefaultQuery("wait", "false"))
+	wait, err := waitParam(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
 	if !wait {
-		if _, err := s.c.SignalWithStartWorkflow(c.Request.Context(), ref.workflowID(), workflows.SignalTurn, req, opts, workflows.SessionWorkflowName, in); err != nil {
-			writeError(c, fromTemporal("session "+ref.id, err))
+		ctx, cancel := context.WithTimeout(c.Request.Context(), submitWait)
+		defer cancel()
+		res, err := s.sendTurn(ctx, ref, workflows.UpdateSubmit, req, opts, in)
+		if err != nil {
+			writeError(c, err)
 			return
 		}
-		c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": workflows.TurnQueued})
+		status := res.Status
+		if status == "" {
+			status = workflows.TurnQueued
+		}
+		c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": status})
 		return
 	}
 
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
 	defer cancel()
-	res, err := s.runTurn(ctx, ref, req, opts, in)
+	res, err := s.sendTurn(ctx, ref, workflows.UpdateTurn, req, opts, in)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -341,17 +490,36 @@ func (s *Server) postTurn(c *gin.Context) {
 	writeTurn(c, res)
 }
 
-// runTurn sends a turn as an update-with-start and waits for its result. If
-// the session already has the server's limit of in-flight updates, the turn
-// is queued as a signal instead and its result polled: a burst queues, it
-// does not fail.
-func (s *Server) runTurn(ctx context.Context, ref sessionRef, req workflows.TurnRequest, opts client.StartWorkflowOptions, in workflows.SessionInput) (workflows.TurnResult, error) {
+// submitWait bounds how long an asynchronous turn waits to be queued (a
+// session with no worker to run it answers 503 rather than hang).
+const submitWait = 30 * time.Second
+
+// waitParam reads ?wait= strictly: true or false (absent is false).
+func waitParam(c *gin.Context) (bool, error) {
+	w, ok := c.GetQuery("wait")
+	if !ok {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(w)
+	if err != nil {
+		return false, errInvalid("wait %q: want true or false", clipRunes(w, 20))
+	}
+	return b, nil
+}
+
+// sendTurn sends a turn as an update-with-start (update: UpdateTurn waits
+// for the answer, UpdateSubmit only for the turn to be queued), so that the
+// session validates it against its own config before anything is
+// accepted. If the session already has the server's limit of in-flight
+// updates, the turn is queued as a signal instead (and, for UpdateTurn, its
+// result polled): a burst queues, it does not fail.
+func (s *Server) sendTurn(ctx context.Context, ref sessionRef, update string, req workflows.TurnRequest, opts client.StartWorkflowOptions, in workflows.SessionInput) (workflows.TurnResult, error) {
 	var res workflows.TurnResult
 	op := s.c.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflowName, in)
 	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID: req.TurnID, UpdateName: workflows.UpdateTurn, Args: []any{req},
+			UpdateID: workflows.TurnUpdateID(update, req), UpdateName: update, Args: []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -361,6 +529,13 @@ func (s *Server) runTurn(ctx context.Context, ref sessionRef, req workflows.Turn
 	var exhausted *serviceerror.ResourceExhausted
 	if errors.As(err, &exhausted) {
 		s.log.Info("update limit reached, queueing turn as a signal", "session", ref.id, "turn", req.TurnID)
+		if update == workflows.UpdateSubmit {
+			_, err := s.c.SignalWithStartWorkflow(ctx, ref.workflowID(), workflows.SignalTurn, req, opts, workflows.SessionWorkflowName, in)
+			if err != nil {
+				return res, fromTemporal("session "+ref.id, err)
+			}
+			return workflows.TurnResult{TurnID: req.TurnID, Status: workflows.TurnQueued}, nil
+		}
 		return s.signalAndWait(ctx, ref, req, opts, in)
 	}
 	if err != nil {
@@ -482,6 +657,34 @@ func (s *Server) getSteps(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "turns": steps})
 }
 
-func encodeToken(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+// encodeToken wraps Temporal's page token for the listing query: a short
+// MAC of the query and token goes in front, so that a token that is not
+// one this listing returned is refused at once (Temporal itself spends
+// seconds on a garbled one). "" stays "".
+func encodeToken(query string, token []byte) string {
+	if len(token) == 0 {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(append(tokenMAC(query, token), token...))
+}
 
-func decodeToken(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
+func decodeToken(query, s string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	switch {
+	case err != nil:
+		return nil, errors.New("not base64url")
+	case len(b) <= tokenMACSize || !bytes.Equal(b[:tokenMACSize], tokenMAC(query, b[tokenMACSize:])):
+		return nil, errors.New("unknown token (it belongs to another listing, or was altered)")
+	}
+	return b[tokenMACSize:], nil
+}
+
+const tokenMACSize = 8
+
+func tokenMAC(query string, token []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(query))
+	h.Write([]byte{0})
+	h.Write(token)
+	return h.Sum(nil)[:tokenMACSize]
+}

@@ -69,7 +69,7 @@ func cut(src source, cfg WindowConfig, floor, reserve int) (windowCut, error) {
 		forced = u
 	}
 	w := walker{src: src, cfg: cfg, lo: lo, n: n, forced: forced,
-		budget:     cfg.MaxTokens - ReplyPrimingTokens - reserve - sysTokens,
+		budget:     cfg.MaxTokens - ReplyPrimingTokens - reserve - cfg.Reserve - sysTokens,
 		useTokens:  cfg.usesTokens(),
 		useRounds:  cfg.usesRounds(),
 		startHuman: cfg.StartOn == StartOnHuman,
@@ -108,7 +108,7 @@ func trim(src source, cfg WindowConfig, floor, reserve int) (Trimmed, error) {
 	res := Trimmed{Messages: wc.messages(src), TokensBefore: promptOf(src.totalTokens(), src.length())}
 	res.TrimmedCount = src.length() - len(res.Messages)
 	res.TokensAfter = PromptTokens(res.Messages)
-	res.OverBudget = wc.useTokens && res.TokensAfter+reserve > cfg.MaxTokens
+	res.OverBudget = wc.useTokens && res.TokensAfter+reserve+cfg.Reserve > cfg.MaxTokens
 	return res, nil
 }
 

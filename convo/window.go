@@ -53,6 +53,10 @@ type WindowConfig struct {
 	// IncludeSystem keeps the branch's leading system message (the system
 	// prompt) outside the window, whatever the limits.
 	IncludeSystem bool `json:"includeSystem"`
+	// Reserve is what MaxTokens must also hold besides the branch: the
+	// tokens of prompt parts the caller adds, such as a system prompt
+	// that is not in the branch.
+	Reserve int `json:"reserve,omitempty"`
 }
 
 // DefaultWindowConfig returns the seed defaults: hybrid, 10 rounds, 4000
@@ -95,6 +99,9 @@ func (c WindowConfig) Validate() error {
 	}
 	if (c.usesTokens() || c.MaxTokens != 0) && (c.MaxTokens < MinMaxTokens || c.MaxTokens > MaxMaxTokens) {
 		return bad("maxTokens %d out of range %d..%d", c.MaxTokens, MinMaxTokens, MaxMaxTokens)
+	}
+	if c.Reserve < 0 || c.Reserve > MaxMaxTokens {
+		return bad("reserve %d out of range 0..%d", c.Reserve, MaxMaxTokens)
 	}
 	switch c.TokenStrategy {
 	case "", TokenStrategyLast, TokenStrategyFirst:

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -123,6 +124,43 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 	res, _, err := api.turn(ctx, "demo", "t3", "and after the restart?")
 	if err != nil || res.Answer != "answer 4 to: and after the restart?" {
 		t.Fatalf("turn after restart: %v %q", err, res.Answer)
+	}
+
+	// The display list, and the running summary's text once compressed.
+	var msgs struct {
+		Leaf     string          `json:"leaf"`
+		Messages []convo.Message `json:"messages"`
+	}
+	if _, err := api.do(ctx, http.MethodGet, "/v1/sessions/demo/messages", nil, &msgs); err != nil || len(msgs.Messages) != 8 || msgs.Leaf != "t3.a" {
+		t.Fatalf("messages: %v, %d messages, leaf %q", err, len(msgs.Messages), msgs.Leaf)
+	}
+	if msgs.Messages[0].Content != questions[0] || msgs.Messages[7].ID != "t3.a" {
+		t.Errorf("messages = %+v", msgs.Messages)
+	}
+	if code, err := api.do(ctx, http.MethodPost, "/v1/sessions/demo/compress", nil, nil); code != http.StatusAccepted {
+		t.Fatalf("compress: %d %v", code, err)
+	}
+	var view struct {
+		workflows.SessionState
+		SummaryText string `json:"summaryText"`
+		MessagesURL string `json:"messagesUrl"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); view.SummaryText == ""; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no summary text after compress: %+v", view)
+		}
+		if _, err := api.do(ctx, http.MethodGet, "/v1/sessions/demo", nil, &view); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if view.MessagesURL != "/v1/sessions/demo/messages" || view.Summary == nil || view.Summary.Folded != 6 {
+		t.Errorf("session view = %+v", view)
+	}
+	if code, _ := api.do(ctx, http.MethodGet, "/v1/sessions/demo/messages?leaf=t0.a", nil, &msgs); code != http.StatusOK || len(msgs.Messages) != 2 {
+		t.Errorf("messages of an older leaf: %d, %d messages", code, len(msgs.Messages))
+	}
+	if code, _ := api.do(ctx, http.MethodGet, "/v1/sessions/demo/messages?leaf=nope", nil, nil); code != http.StatusNotFound {
+		t.Errorf("messages of an unknown leaf: %d", code)
 	}
 }
 

@@ -16,8 +16,13 @@ const TaskQueue = "ctxflow"
 const (
 	SessionWorkflowName = "SessionWorkflow"
 
-	SignalTurn     = "turn"
-	UpdateTurn     = "turn"
+	SignalTurn = "turn"
+	// UpdateTurn queues a turn and completes with its result.
+	UpdateTurn = "turn"
+	// UpdateSubmit queues a turn and completes at once with its status.
+	UpdateSubmit = "submit"
+	// UpdateClose closes the session and completes once it is closed.
+	UpdateClose    = "close"
 	SignalContinue = "continue"
 	UpdateContinue = "continue"
 	SignalCompress = "compress"
@@ -27,6 +32,14 @@ const (
 	QuerySteps = "steps"
 	QueryTurn  = "turn"
 )
+
+// TurnUpdateID is the update id of a turn sent with update (UpdateTurn or
+// UpdateSubmit): the same turn with the same question is deduplicated by
+// the server, while the same id with another question is a new update that
+// the session refuses.
+func TurnUpdateID(update string, req TurnRequest) string {
+	return fmt.Sprintf("%s/%s/%08x", update, req.TurnID, hashQuestion(req.Question))
+}
 
 // DefaultTenant is used when a request names no tenant.
 const DefaultTenant = "default"
@@ -38,7 +51,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // ids name files in the transcript store, so nothing else is allowed.
 func ValidateID(kind, id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("%s %q is not valid: use 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", kind, id)
+		return fmt.Errorf("%s %q is not valid: use 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", kind, clip(id, 40))
 	}
 	return nil
 }

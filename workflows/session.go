@@ -71,6 +71,9 @@ type session struct {
 	key          activities.SessionKey
 	current      *TurnResult // the turn being processed
 	closing      *CloseRequest
+	closed       bool          // the close request is done (the transcript deleted)
+	afterClose   []TurnRequest // turns that came after the close request
+	turnUpdates  int           // turn updates whose callers wait
 	compress     bool
 	summaryDue   bool // the last turn left the history over the summary threshold
 	turnsThisRun int
@@ -91,6 +94,7 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 	if in.State != nil {
 		s.st = *in.State
 		s.st.Runs++
+		s.seedLedger()
 		return s, nil
 	}
 	cfg, err := DefaultSessionConfig().Merge(in.Config)
@@ -102,7 +106,21 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 		Tenant: in.Tenant, SessionID: in.SessionID, Title: in.Title, Config: cfg,
 		Status: StatusIdle, Health: HealthOK, CreatedAt: now, UpdatedAt: now,
 	}
+	for _, req := range in.Queued {
+		s.enqueue(ctx, req)
+	}
 	return s, nil
+}
+
+// seedLedger records the turns of a state carried from before the ledger
+// existed, so that they stay idempotent.
+func (s *session) seedLedger() {
+	for _, r := range s.st.Recent {
+		s.st.Ledger.Add(r.TurnID, r.Question)
+	}
+	for _, p := range s.st.Pending {
+		s.st.Ledger.Add(p.TurnID, p.Question)
+	}
 }
 
 // revive replaces a fresh session's state with the snapshot its last run
@@ -116,8 +134,10 @@ func (s *session) revive(ctx workflow.Context) error {
 	s.st = *revived
 	s.st.Runs++
 	s.st.Status = StatusIdle
+	s.seedLedger()
 	for _, req := range queued {
-		if _, known := s.lookup(req.TurnID); !known {
+		if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); !seen {
+			s.st.Ledger.Add(req.TurnID, req.Question)
 			s.st.Pending = append(s.st.Pending, req)
 		}
 	}
@@ -149,7 +169,9 @@ func (s *session) setup(ctx workflow.Context) error {
 	s.closeCh = workflow.GetSignalChannel(ctx, SignalClose)
 
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SessionState, error) {
-		return s.st, nil
+		st := s.st
+		st.Ledger = TurnLedger{}
+		return st, nil
 	}); err != nil {
 		return fmt.Errorf("set state query: %w", err)
 	}
@@ -160,22 +182,23 @@ func (s *session) setup(ctx workflow.Context) error {
 		if r, ok := s.lookup(turnID); ok {
 			return r, nil
 		}
+		if seen, _ := s.st.Ledger.Seen(turnID, ""); seen {
+			return TurnResult{}, fmt.Errorf("turn %q of session %s is older than the last %d turn results the session keeps: its question and answer are the messages %s and %s of the transcript",
+				turnID, s.key, s.limits.RecentTurns, activities.UserMessageID(turnID), activities.AssistantMessageID(turnID))
+		}
 		return TurnResult{}, fmt.Errorf("turn %q not found in session %s", turnID, s.key)
 	}); err != nil {
 		return fmt.Errorf("set turn query: %w", err)
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateTurn, s.onTurnUpdate, workflow.UpdateHandlerOptions{
-		Validator: func(ctx workflow.Context, req TurnRequest) error {
-			if s.closing != nil {
-				return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" is closing", ErrTypeConflict, nil)
-			}
-			if err := ValidateTurn(req, s.st.Config); err != nil {
-				return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidTurn, nil)
-			}
-			return nil
-		},
-	}); err != nil {
+	validate := workflow.UpdateHandlerOptions{Validator: s.validateTurn}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateTurn, s.onTurnUpdate, validate); err != nil {
 		return fmt.Errorf("set turn update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSubmit, s.onSubmit, validate); err != nil {
+		return fmt.Errorf("set submit update: %w", err)
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateClose, s.onClose); err != nil {
+		return fmt.Errorf("set close update: %w", err)
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateContinue, func(ctx workflow.Context) error {
 		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", ErrTypeConflict, nil)
@@ -206,7 +229,7 @@ func (s *session) setup(ctx workflow.Context) error {
 		for {
 			var req CloseRequest
 			s.closeCh.Receive(ctx, &req)
-			s.closing = &req
+			s.requestClose(req)
 		}
 	})
 
@@ -216,6 +239,8 @@ func (s *session) setup(ctx workflow.Context) error {
 
 // run is the session's main loop: continue-as-new when due (once no caller
 // waits), else the next turn, then compression, then close, then idle expiry.
+// A run ends only in the workflow task that finds nothing left to do: a turn
+// that arrives while it saves its snapshot keeps it going.
 func (s *session) run(ctx workflow.Context) error {
 	for {
 		ok, err := workflow.AwaitWithTimeout(ctx, s.limits.IdleTTL, func() bool {
@@ -245,24 +270,33 @@ func (s *session) run(ctx workflow.Context) error {
 				s.logger.Warn("publish status", "error", err)
 			}
 		case s.closing != nil:
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return err
-			}
-			if s.drainSignals(ctx) {
-				continue
-			}
-			return s.finishClosed(ctx)
+			return s.close(ctx)
 		case !ok:
 			if s.drainSignals(ctx) {
 				continue
 			}
-			return s.finishIdle(ctx)
+			if err := s.saveSnapshot(ctx); err != nil {
+				return err
+			}
+			if s.busy(ctx) {
+				s.logger.Info("work arrived while the idle session saved its snapshot: going on")
+				continue
+			}
+			s.logger.Info("session idle, run ended", "ttl", s.limits.IdleTTL)
+			return nil
 		}
 	}
 }
 
 func (s *session) continueAsNewDue(ctx workflow.Context) bool {
 	return s.turnsThisRun >= s.limits.ContinueAsNewEvery || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
+// busy reports work that arrived while the run was about to end: signals
+// not yet received (moved into the state), queued turns, a compression, a
+// close, or a caller waiting in an update handler.
+func (s *session) busy(ctx workflow.Context) bool {
+	return s.drainSignals(ctx) || len(s.st.Pending) > 0 || s.compress || s.closing != nil || !workflow.AllHandlersFinished(ctx)
 }
 
 // drainSignals moves signals not yet received into the session's state, so
@@ -274,8 +308,7 @@ func (s *session) drainSignals(ctx workflow.Context) bool {
 		if !s.turnCh.ReceiveAsync(&req) {
 			break
 		}
-		s.enqueue(ctx, req)
-		got = true
+		got = s.enqueue(ctx, req) || got
 	}
 	for s.compressCh.ReceiveAsync(nil) {
 		s.compress = true
@@ -284,31 +317,65 @@ func (s *session) drainSignals(ctx workflow.Context) bool {
 	}
 	var cr CloseRequest
 	for s.closeCh.ReceiveAsync(&cr) {
-		s.closing = &cr
+		s.requestClose(cr)
 	}
 	return got || s.compress
 }
 
-func (s *session) finishIdle(ctx workflow.Context) error {
-	s.logger.Info("session idle, ending run", "ttl", s.limits.IdleTTL)
-	if err := s.saveSnapshot(ctx); err != nil {
-		return err
+// requestClose records a close request; the first one decides.
+func (s *session) requestClose(req CloseRequest) {
+	if s.closing == nil {
+		s.closing = &req
 	}
-	return nil
 }
 
-func (s *session) finishClosed(ctx workflow.Context) error {
-	s.st.Status = StatusClosed
-	s.st.UpdatedAt = workflow.Now(ctx)
+// onClose is the close update: it returns once the session is closed (its
+// transcript deleted when asked), so that DELETE answers when it is done.
+func (s *session) onClose(ctx workflow.Context, req CloseRequest) error {
+	s.requestClose(req)
+	return workflow.Await(ctx, func() bool { return s.closed })
+}
+
+// close ends the session once the turns accepted before the close request
+// are answered (they run first) and no turn caller waits: it deletes the
+// transcript (or saves a snapshot), then ends the run. Turns that came after
+// the request start the session afresh, in a new run, instead of being
+// dropped.
+func (s *session) close(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return s.turnUpdates == 0 }); err != nil {
+		return err
+	}
 	if s.closing.Delete {
 		if err := workflow.ExecuteActivity(s.activityCtx(ctx, "delete transcript", time.Minute, 5), sa.DeleteSession, s.key).Get(ctx, nil); err != nil {
 			return fmt.Errorf("delete session %s: %w", s.key, err)
 		}
-	} else if err := s.saveSnapshot(ctx); err != nil {
+		s.st.Status = StatusDeleted
+	} else {
+		if err := s.saveSnapshot(ctx); err != nil {
+			return err
+		}
+		s.st.Status = StatusClosed
+	}
+	s.st.UpdatedAt = workflow.Now(ctx)
+	s.closed = true
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	s.logger.Info("session closed", "deleted", s.closing.Delete)
-	return s.publish(ctx)
+	s.drainSignals(ctx)
+	s.logger.Info("session closed", "deleted", s.closing.Delete, "turns after the close", len(s.afterClose))
+	if err := s.publish(ctx); err != nil {
+		s.logger.Warn("publish status", "error", err)
+	}
+	if len(s.afterClose) == 0 {
+		return nil
+	}
+	cfg, err := json.Marshal(s.st.Config)
+	if err != nil {
+		return fmt.Errorf("encode config of %s: %w", s.key, err)
+	}
+	return workflow.NewContinueAsNewError(ctx, SessionWorkflow, SessionInput{
+		Tenant: s.key.Tenant, SessionID: s.key.SessionID, Title: s.st.Title, Config: cfg, Limits: s.limits, Queued: s.afterClose,
+	})
 }
 
 func (s *session) saveSnapshot(ctx workflow.Context) error {
@@ -323,25 +390,91 @@ func (s *session) saveSnapshot(ctx workflow.Context) error {
 	return nil
 }
 
-// enqueue queues a turn unless its id is already known (idempotency).
-func (s *session) enqueue(ctx workflow.Context, req TurnRequest) {
-	if _, known := s.lookup(req.TurnID); known {
-		return
+// validateTurn is the validator of the turn and submit updates: a turn is
+// refused before it reaches history when it is malformed, when the session
+// is closing, or when its id was used for another question.
+func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
+	if s.closing != nil {
+		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" is being closed: send the turn again once it is (it then starts a new session)", ErrTypeConflict, nil)
+	}
+	if err := ValidateTurn(req, s.st.Config); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidTurn, nil)
+	}
+	if seen, same := s.st.Ledger.Seen(req.TurnID, req.Question); seen && !same {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn id %q was already used in session %s for another question: use a new turn id", req.TurnID, s.key), ErrTypeConflict, nil)
+	}
+	return nil
+}
+
+// enqueue queues a turn unless its id was seen (idempotency: a repeat runs
+// nothing). It reports whether the turn is new. A signal turn whose id was
+// used for another question is dropped with a warning (an update turn is
+// refused by its validator).
+func (s *session) enqueue(ctx workflow.Context, req TurnRequest) bool {
+	if seen, same := s.st.Ledger.Seen(req.TurnID, req.Question); seen {
+		if !same {
+			s.logger.Warn("turn id reused for another question: ignored", "turn", req.TurnID)
+		}
+		return false
 	}
 	req.ReceivedAt = workflow.Now(ctx)
+	if s.closing != nil {
+		// The session is being closed: the turn starts its next life.
+		for _, a := range s.afterClose {
+			if a.TurnID == req.TurnID {
+				return false
+			}
+		}
+		s.afterClose = append(s.afterClose, req)
+		return true
+	}
+	s.st.Ledger.Add(req.TurnID, req.Question)
 	s.st.Pending = append(s.st.Pending, req)
+	return true
 }
 
 // onTurnUpdate queues a turn and waits for its result.
 func (s *session) onTurnUpdate(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
+	s.turnUpdates++
+	defer func() { s.turnUpdates-- }()
 	s.enqueue(ctx, req)
+	if _, ok := s.lookup(req.TurnID); !ok {
+		return s.archivedTurn(ctx, req.TurnID)
+	}
 	var res TurnResult
 	err := workflow.Await(ctx, func() bool {
-		r, ok := s.lookup(req.TurnID)
+		r, _ := s.lookup(req.TurnID)
 		res = r
-		return ok && r.Done()
+		return r.Done()
 	})
 	return res, err
+}
+
+// onSubmit queues a turn and returns at once with where it stands (the
+// API's asynchronous turns: validated like an update, answered like a
+// signal).
+func (s *session) onSubmit(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
+	s.enqueue(ctx, req)
+	if r, ok := s.lookup(req.TurnID); ok {
+		return r, nil
+	}
+	return s.archivedTurn(ctx, req.TurnID)
+}
+
+// archivedTurn is the result of a repeated turn older than the results the
+// session keeps, read back from the transcript.
+func (s *session) archivedTurn(ctx workflow.Context, turnID string) (TurnResult, error) {
+	var t activities.StoredTurn
+	err := workflow.ExecuteLocalActivity(s.localCtx(ctx, "read turn "+turnID), sa.LoadTurn, s.key, turnID).Get(ctx, &t)
+	if err != nil {
+		return TurnResult{}, fmt.Errorf("read turn %s of %s: %w", turnID, s.key, err)
+	}
+	res := TurnResult{TurnID: turnID, Status: TurnFailed, Question: t.Question, UserMessageID: t.UserMessageID,
+		AssistantMessageID: t.AssistantMessageID, Answer: t.Answer, SessionInfo: s.st.Info(), Error: "the turn has no answer in the transcript"}
+	if t.AssistantMessageID != "" {
+		res.Status, res.Error = TurnCompleted, ""
+	}
+	return res, nil
 }
 
 // lookup finds a turn by id among the running, queued and recent turns.

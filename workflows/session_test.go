@@ -120,7 +120,7 @@ type outcome struct {
 func (h *harness) update(delay time.Duration, req workflows.TurnRequest) *outcome {
 	o := &outcome{}
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(workflows.UpdateTurn, req.TurnID, &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(workflows.UpdateTurn, workflows.TurnUpdateID(workflows.UpdateTurn, req), &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) { o.rejected, o.done = err, true },
 			OnComplete: func(v any, err error) {
@@ -230,11 +230,15 @@ func TestRepeatedTurnIDReturnsFirstResultAndAppendsNothing(t *testing.T) {
 	h := newHarness(t)
 	first := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first"})
 	h.signal(2*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first"})
-	again := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first, again"})
+	again := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first"})
+	changed := h.update(4*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first, again"})
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
 
 	if first.result.Answer == "" || first.result.Answer != again.result.Answer {
 		t.Fatalf("answers differ: %q vs %q", first.result.Answer, again.result.Answer)
+	}
+	if changed.rejected == nil {
+		t.Errorf("the id reused for another question = %+v, want it refused", changed)
 	}
 	if len(h.model.calls) != 1 {
 		t.Errorf("model called %d times, want 1", len(h.model.calls))

@@ -55,7 +55,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	res.UserMessageID = lc.UserMessageID
 	s.st.ActiveLeaf = lc.UserMessageID
 	s.st.Messages = lc.Messages
-	s.st.TokensBefore, s.st.TokensAfter = lc.TokensBefore, lc.TokensAfter
+	s.st.TokensBefore, s.st.TokensAfter, s.st.TrimmedCount = lc.TokensBefore, lc.TokensAfter, lc.TrimmedCount
 
 	if lc.AnswerID != "" { // a repeat of a turn whose answer is already stored
 		res.Steps = append(res.Steps, Step{Name: "generate", Status: "skipped", Start: workflow.Now(ctx),
@@ -281,6 +281,9 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 		if out.Ref != nil && (s.st.Summary == nil || out.Ref.ID != s.st.Summary.ID) {
 			s.st.Summary = out.Ref
 			s.st.ActiveLeaf = out.Ref.ID // the record hangs below the leaf
+		}
+		if out.CacheHit && s.st.Summary != nil {
+			s.st.Summary.CacheHits++
 		}
 		if was := s.st.SummaryDegraded; was != "" {
 			s.st.SummaryDegraded = ""

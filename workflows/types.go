@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -44,7 +45,8 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
 }
 
 // ValidateQuestion checks a question (named field in the error): valid
-// UTF-8, not blank, at most MaxQuestionBytes.
+// UTF-8, not blank, at most MaxQuestionBytes, and no control characters
+// but tab and line breaks.
 func ValidateQuestion(field, q string) error {
 	switch {
 	case !utf8.ValidString(q):
@@ -54,7 +56,15 @@ func ValidateQuestion(field, q string) error {
 	case len(q) > MaxQuestionBytes:
 		return fmt.Errorf("%s is %d bytes, over the %d-byte limit", field, len(q), MaxQuestionBytes)
 	}
+	if i := strings.IndexFunc(q, isBadControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(q[i:])
+		return fmt.Errorf("%s holds the control character %U at byte %d: only tab, CR and LF are allowed", field, r, i)
+	}
 	return nil
+}
+
+func isBadControl(r rune) bool {
+	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
 }
 
 // Turn statuses.
@@ -128,6 +138,9 @@ const (
 	StatusRunning = "running"
 	StatusPaused  = "paused"
 	StatusClosed  = "closed"
+	// StatusDeleted is a closed session whose transcript was deleted: it is
+	// no longer listed, and its id may start a new session.
+	StatusDeleted = "deleted"
 )
 
 // Health of a session.
@@ -146,6 +159,9 @@ type SessionInput struct {
 	State *SessionState `json:"state,omitempty"`
 	// Limits are the service-level knobs; zero fields take their defaults.
 	Limits Limits `json:"limits"`
+	// Queued are turns to run first: those that reached a session after it
+	// was deleted start its next life with them.
+	Queued []TurnRequest `json:"queued,omitempty"`
 }
 
 // SessionState is the working state of a session: what the state query
@@ -164,6 +180,8 @@ type SessionState struct {
 	ActiveLeaf     string        `json:"activeLeaf,omitempty"`
 	TokensBefore   int           `json:"tokensBefore"`
 	TokensAfter    int           `json:"tokensAfter"`
+	// TrimmedCount is how many messages the last turn's window left out.
+	TrimmedCount int `json:"trimmedCount"`
 	// Summary names the running summary of the active branch's older part
 	// (its text is in the transcript, as a summary record).
 	Summary *activities.SummaryRef `json:"summary,omitempty"`
@@ -179,10 +197,13 @@ type SessionState struct {
 	// Recent are the results of the last turns, newest last, for the turn
 	// and steps queries and for idempotency (older repeats are caught by
 	// the transcript store).
-	Recent    []TurnResult `json:"recent,omitempty"`
-	Runs      int          `json:"runs"`
-	CreatedAt time.Time    `json:"createdAt"`
-	UpdatedAt time.Time    `json:"updatedAt"`
+	Recent []TurnResult `json:"recent,omitempty"`
+	// Ledger records every turn id the session ever accepted (idempotency
+	// beyond Recent); the state query leaves it out.
+	Ledger    TurnLedger `json:"ledger,omitzero"`
+	Runs      int        `json:"runs"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
 }
 
 // Info returns the session info attached to a turn result.
@@ -193,6 +214,7 @@ func (s *SessionState) Info() SessionInfo {
 		Messages:       s.Messages,
 		TokensBefore:   s.TokensBefore,
 		TokensAfter:    s.TokensAfter,
+		TrimmedCount:   s.TrimmedCount,
 		Health:         s.Health,
 		DegradedReason: s.DegradedReason,
 	}

@@ -164,7 +164,7 @@ func runAPI(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer c.Close()
-	return serveHTTP(ctx, cfg, log, c, func(addr string) { log.Info("api listening", "addr", addr) })
+	return serveHTTP(ctx, cfg, log, c, nil, func(addr string) { log.Info("api listening", "addr", addr) })
 }
 
 // dialExternal connects to the cluster named by the environment, using the
@@ -199,7 +199,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 			log.Warn("close ports", "error", err)
 		}
 	}()
-	w := worker.New(c, ports)
+	w := worker.New(c, ports, cfg.WorkerActivities)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
@@ -210,11 +210,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 		log.Info("shutting down worker")
 		return nil
 	}
-	return serveHTTP(ctx, cfg, log, c, ready)
+	// One process: the API reads the transcripts the worker writes.
+	return serveHTTP(ctx, cfg, log, c, ports.Session.Transcript, ready)
 }
 
 // serveHTTP serves the API until ctx ends, then drains in-flight requests.
-func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, ready func(string)) error {
+func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, transcripts api.Transcripts, ready func(string)) error {
 	uploads, err := filepath.Abs(cfg.Uploads())
 	if err != nil {
 		return fmt.Errorf("upload directory %s: %w", cfg.Uploads(), err)
@@ -222,7 +223,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 	h := api.New(c, api.Options{
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
-		IngestWaitTimeout: cfg.IngestWaitTimeout, Logger: log.With("component", "api"),
+		IngestWaitTimeout: cfg.IngestWaitTimeout, Transcripts: transcripts, Logger: log.With("component", "api"),
 	}).Handler()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
