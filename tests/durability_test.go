@@ -1,17 +1,21 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ctxflow/ctxflow/activities/vecstore"
+	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -250,5 +254,63 @@ func TestSessionAPIRefusesWhatItCannotDo(t *testing.T) {
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("out of time")
+	}
+}
+
+// TestDocumentWritesDuringIngestionConflict: while a document is being
+// ingested, deleting it or uploading a new version is 409 (never a false
+// 204 or 200); once it is done, the delete removes every chunk.
+func TestDocumentWritesDuringIngestionConflict(t *testing.T) {
+	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
+	s.startWorker()
+	docs := httptest.NewServer(api.New(s.client, api.Options{
+		Defaults: workflows.DefaultSessionConfig(), UploadDir: filepath.Join(s.dataDir, "uploads"), Logger: quietLogger(),
+	}).Handler())
+	t.Cleanup(docs.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	send := func(method, path string, body []byte) int {
+		req, err := http.NewRequestWithContext(ctx, method, docs.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	corpus := syntheticPassages(3000)
+	if code := send(http.MethodPost, "/v1/documents?id=big", corpus); code != http.StatusAccepted {
+		t.Fatalf("upload: %d", code)
+	}
+	if code := send(http.MethodDelete, "/v1/documents/big", nil); code != http.StatusConflict {
+		t.Errorf("DELETE during the ingestion: %d, want 409", code)
+	}
+	if code := send(http.MethodPost, "/v1/documents?id=big", syntheticPassages(100)); code != http.StatusConflict {
+		t.Errorf("a new version during the ingestion: %d, want 409", code)
+	}
+	run := s.client.GetWorkflow(ctx, workflows.IngestWorkflowID("big"), "")
+	var p workflows.IngestProgress
+	if err := run.Get(ctx, &p); err != nil || p.Stored != p.Chunks || p.Chunks < 3000 {
+		t.Fatalf("ingestion: %+v %v\n%s", p, err, s.workerLogs())
+	}
+	if code := send(http.MethodDelete, "/v1/documents/big", nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE after the ingestion: %d", code)
+	}
+	if code := send(http.MethodDelete, "/v1/documents/big", nil); code != http.StatusNotFound {
+		t.Errorf("second DELETE: %d, want 404", code)
+	}
+	s.killWorker() // release the store
+	time.Sleep(200 * time.Millisecond)
+	store, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(s.dataDir, "vectors"), Collection: "rag_documents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if info, _ := store.Info(ctx); info.Count != 0 {
+		t.Errorf("%d chunks left after the delete", info.Count)
 	}
 }
