@@ -12,7 +12,7 @@ FUZZ_TOKENS ?= 3000x
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /internal/eval -e /convo)
 
-.PHONY: all build run test ollama unit convo-test fuzz e2e lint depcheck bench eval clean
+.PHONY: all build run test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench eval clean
 
 all: lint test
 
@@ -50,8 +50,9 @@ fuzz:
 e2e: ollama
 	$(GO) test -count=1 -timeout=15m ./internal/devserver/... ./internal/eval/... ./tests/...
 
-## lint: gofmt, go vet, staticcheck, workflowcheck and the dependency rules.
-lint: depcheck
+## lint: gofmt, go vet, staticcheck, workflowcheck, the dependency rules and
+## the size of tracked files.
+lint: depcheck sizecheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
@@ -59,6 +60,9 @@ lint: depcheck
 
 depcheck:
 	./scripts/depcheck.sh
+
+sizecheck:
+	./scripts/sizecheck.sh
 
 ## bench: benchmarks of the context engine, tokenizer and turn pipeline.
 bench:
