@@ -47,9 +47,6 @@ type Ingest struct {
 	dims  sync.Map // embedding model → dimension
 }
 
-// ErrTypeDocumentChanged marks a document that changed during its ingestion.
-const ErrTypeDocumentChanged = "DocumentChanged"
-
 // PrepareInput names a document to ingest.
 type PrepareInput struct {
 	DocumentID string `json:"documentId"`
@@ -150,7 +147,7 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 	if err := a.Store.Upsert(ctx, chunks); err != nil {
 		err = fmt.Errorf("upsert batch %d of %s: %w", in.Batch, in.DocumentID, err)
 		if errors.Is(err, ErrDimension) {
-			return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, err)
+			return 0, Permanent(CodeDimensionMismatch, err.Error(), err)
 		}
 		return 0, err
 	}
@@ -166,24 +163,24 @@ func (a *Ingest) pieces(documentID, path, source, wantHash string) ([]ingest.Pie
 	name := cmp.Or(source, documentID)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %s", name, fileError(err)), ErrTypeBadInput, nil)
+		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %s", name, fileError(err)), CodeInvalidArgument, nil)
 	}
 	h := sha256.Sum256(b)
 	key := pieceKey{documentID: documentID, ext: strings.ToLower(filepath.Ext(path)), hash: hex.EncodeToString(h[:]), opts: a.Chunk}
 	if wantHash != "" && key.hash != wantHash {
 		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s changed during its ingestion: ingest it again", name), ErrTypeDocumentChanged, nil)
+			fmt.Sprintf("%s changed during its ingestion: ingest it again", name), CodeDocumentChanged, nil)
 	}
 	if pieces, ok := a.cache.get(key); ok {
 		return pieces, ingest.Document{Hash: key.hash, Bytes: len(b)}, nil
 	}
 	doc, err := ingest.ParseDocument(key.ext, b)
 	if err != nil {
-		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %v", name, err), ErrTypeBadInput, nil)
+		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %v", name, err), CodeInvalidArgument, nil)
 	}
 	pieces, err := doc.Pieces(documentID, a.Tokenizer, a.Chunk)
 	if err != nil {
-		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s: %v", name, err), ErrTypeBadInput, nil)
+		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s: %v", name, err), CodeInvalidArgument, nil)
 	}
 	a.cache.put(key, pieces)
 	return pieces, doc, nil

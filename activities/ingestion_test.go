@@ -109,7 +109,7 @@ func TestIngestBadPassageIsPermanent(t *testing.T) {
 	}
 	_, err := a.PrepareDocument(t.Context(), activities.PrepareInput{DocumentID: "bad", Path: path, BatchSize: 8})
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != activities.ErrTypeBadInput || !strings.Contains(ae.Message(), `line 2: field "text"`) {
+	if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != activities.CodeInvalidArgument || !strings.Contains(ae.Message(), `line 2: field "text"`) {
 		t.Errorf("error = %v, want a non-retryable bad-input error naming line 2", err)
 	}
 }
@@ -156,7 +156,7 @@ func TestIngestChunksOnce(t *testing.T) {
 	}
 	_, err = a.IngestBatch(ctx, activities.BatchInput{DocumentID: "doc", Path: path, Hash: prep.Hash, Batch: 0, BatchSize: 4})
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != activities.ErrTypeDocumentChanged {
+	if !errors.As(err, &ae) || ae.Type() != activities.CodeDocumentChanged {
 		t.Errorf("changed document: %v", err)
 	}
 }

@@ -83,9 +83,6 @@ type RAG struct {
 	dims sync.Map // embedding model → dimension, learnt from its vectors
 }
 
-// ErrTypeDimension marks a collection no configured embedder can search.
-const ErrTypeDimension = "DimensionMismatch"
-
 // RetrieveInput is one retrieval of the corrective loop.
 type RetrieveInput struct {
 	Query string `json:"query"`
@@ -158,7 +155,7 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 		dense, err = a.Store.Search(ctx, SearchRequest{Vector: vec, Mode: SearchDense, TopK: topK, Filter: in.Filter})
 		if errors.Is(err, ErrDimension) { // the collection changed under us
 			return res, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("retrieve %q: dense search: %v", clipText(in.Query, 60), err), ErrTypeDimension, err)
+				fmt.Sprintf("retrieve %q: dense search: %v", clipText(in.Query, 60), err), CodeDimensionMismatch, err)
 		}
 		if err != nil {
 			return res, fmt.Errorf("retrieve %q: dense search: %w", clipText(in.Query, 60), err)
@@ -237,7 +234,7 @@ func (a *RAG) embedQuery(ctx context.Context, query string, info CollectionInfo)
 // embedder's dimension in dims so that a mismatched one is asked once. A
 // failing embedder is passed over; when none matched, its error is
 // returned (transient or permanent as it was), else a permanent
-// ErrTypeDimension error naming both dimensions and the fix.
+// CodeDimensionMismatch error naming both dimensions and the fix.
 func embedFor(ctx context.Context, list []NamedEmbedder, dims *sync.Map, texts []string, info CollectionInfo) ([][]float32, string, error) {
 	var tried []string
 	var embedErr error // the first embedder failure, if none matched
@@ -277,7 +274,7 @@ func embedFor(ctx context.Context, list []NamedEmbedder, dims *sync.Map, texts [
 		"set CTXFLOW_EMBEDDING_MODEL (or CTXFLOW_ALT_EMBEDDING_MODELS) to a model of dimension %d, "+
 		"or ingest into a new collection (CTXFLOW_COLLECTION)",
 		info.Name, info.Dimension, strings.Join(tried, ", "), info.Dimension)
-	return nil, "", temporal.NewNonRetryableApplicationError(msg, ErrTypeDimension, ErrDimension)
+	return nil, "", temporal.NewNonRetryableApplicationError(msg, CodeDimensionMismatch, ErrDimension)
 }
 
 // CheckEmbedder is the start-up check of dimension adaptation: it names the
@@ -467,7 +464,7 @@ func DocumentsMessage(docs []DocText) string {
 func modelFailure(what string, err error) error {
 	err = fmt.Errorf("%s: %w", what, err)
 	if IsPermanent(err) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeModelPermanent, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), CodeModelPermanent, err)
 	}
 	return err
 }

@@ -205,8 +205,8 @@ func TestRetrieveRefusesWithoutAMatchingEmbedder(t *testing.T) {
 	rag := offlineRAG(store, activities.NamedEmbedder{Embedder: &sizedEmbedder{dim: 1024}, Model: "bge-m3"})
 	_, err := rag.Retrieve(context.Background(), activities.RetrieveInput{Query: "Pixel 8 price", TopK: 2})
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || !appErr.NonRetryable() || appErr.Type() != activities.ErrTypeDimension {
-		t.Fatalf("error = %v, want a non-retryable %s", err, activities.ErrTypeDimension)
+	if !errors.As(err, &appErr) || !appErr.NonRetryable() || appErr.Type() != activities.CodeDimensionMismatch {
+		t.Fatalf("error = %v, want a non-retryable %s", err, activities.CodeDimensionMismatch)
 	}
 	for _, want := range []string{"dimension 384", "bge-m3 (1024)", "CTXFLOW_EMBEDDING_MODEL"} {
 		if !strings.Contains(err.Error(), want) {

@@ -35,12 +35,6 @@ type Session struct {
 	Engine string
 }
 
-// Error types of non-retryable activity failures.
-const (
-	ErrTypeModelPermanent = "ModelPermanent"
-	ErrTypeBadInput       = "BadInput"
-)
-
 // UserMessageID and AssistantMessageID name a turn's messages in the
 // transcript: deterministic, so that retries and repeats of the same turn
 // find what the first attempt stored.
@@ -135,7 +129,7 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 	view, err := a.Transcript.Assemble(ctx, in.Session, stored.ID, window, sum, in.Fallback)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("trim context of %s turn %s", in.Session, in.TurnID), ErrTypeBadInput, err)
+			fmt.Sprintf("trim context of %s turn %s", in.Session, in.TurnID), CodeInvalidArgument, err)
 	}
 	res.WindowIDs = make([]string, len(view.Messages))
 	for i, m := range view.Messages {
@@ -200,7 +194,7 @@ func (a *Session) RewriteQuestion(ctx context.Context, in RewriteQuestionInput) 
 	}
 	if len(msgs) == 0 {
 		return RewriteQuestionResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("rewrite question of %s turn %s: empty window", in.Session, in.TurnID), ErrTypeBadInput, nil)
+			fmt.Sprintf("rewrite question of %s turn %s: empty window", in.Session, in.TurnID), CodeInvalidArgument, nil)
 	}
 	q := msgs[len(msgs)-1].Content
 	res := RewriteQuestionResult{Question: q}
@@ -274,7 +268,7 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	view, err := convo.ToModelMessages(msgs)
 	if err != nil {
 		return GenerateResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("generate for %s turn %s: build model view", in.Session, in.TurnID), ErrTypeBadInput, err)
+			fmt.Sprintf("generate for %s turn %s: build model view", in.Session, in.TurnID), CodeInvalidArgument, err)
 	}
 	var head []convo.ModelMessage
 	if in.SystemPrompt != "" {
@@ -473,7 +467,7 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 	plan, err := a.Transcript.PlanSummary(ctx, in.Session, in.LeafID, window, cfg, prev)
 	if err != nil {
 		return SummarizeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("plan summary of %s", in.Session), ErrTypeBadInput, err)
+			fmt.Sprintf("plan summary of %s", in.Session), CodeInvalidArgument, err)
 	}
 	if !plan.Triggered || len(plan.Fold) == 0 {
 		if in.PrevID == "" {
@@ -539,12 +533,12 @@ func (a *Session) summary(ctx context.Context, s SessionKey, id string) (convo.S
 	}
 	if !ok {
 		return convo.SummaryState{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("summary %s of %s", id, s), ErrTypeBadInput, ErrNotFound)
+			fmt.Sprintf("summary %s of %s", id, s), CodeInvalidArgument, ErrNotFound)
 	}
 	st, err := convo.SummaryFromRecord(m)
 	if err != nil {
 		return convo.SummaryState{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("summary %s of %s", id, s), ErrTypeBadInput, err)
+			fmt.Sprintf("summary %s of %s", id, s), CodeInvalidArgument, err)
 	}
 	return st, nil
 }

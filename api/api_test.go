@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -334,7 +335,7 @@ func TestBodyLimit(t *testing.T) {
 	h := api.New(f, opts).Handler()
 	big := `{"question":"` + strings.Repeat("a", 3000) + `"}`
 
-	b := wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/turns", big), http.StatusRequestEntityTooLarge, "invalid_argument")
+	b := wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/turns", big), http.StatusRequestEntityTooLarge, "too_large")
 	if !strings.Contains(b.Error.Message, "2048") {
 		t.Errorf("message %q does not give the limit", b.Error.Message)
 	}
@@ -346,7 +347,7 @@ func TestBodyLimit(t *testing.T) {
 		req.TransferEncoding = []string{"chunked"}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
-		wantError(t, w, http.StatusRequestEntityTooLarge, "invalid_argument")
+		wantError(t, w, http.StatusRequestEntityTooLarge, "too_large")
 	}
 	if len(f.called()) != 0 {
 		t.Errorf("Temporal called for an oversized body: %v", f.called())
@@ -587,8 +588,8 @@ func TestTurnSubmitErrors(t *testing.T) {
 	}{
 		{serviceerror.NewUnavailable("frontend down"), http.StatusServiceUnavailable, "unavailable"},
 		{serviceerror.NewInvalidArgument("bad"), http.StatusBadRequest, "invalid_argument"},
-		{temporal.NewNonRetryableApplicationError("config: maxRounds 0 out of range", workflows.ErrTypeInvalidTurn, nil), http.StatusBadRequest, "invalid_argument"},
-		{temporal.NewNonRetryableApplicationError("turn id reused", workflows.ErrTypeConflict, nil), http.StatusConflict, "conflict"},
+		{temporal.NewNonRetryableApplicationError("config: maxRounds 0 out of range", activities.CodeInvalidArgument, nil), http.StatusBadRequest, "invalid_argument"},
+		{temporal.NewNonRetryableApplicationError("turn id reused", activities.CodeConflict, nil), http.StatusConflict, "conflict"},
 		{errors.New("odd"), http.StatusInternalServerError, "internal"},
 	} {
 		f := newFake(t)
@@ -676,8 +677,8 @@ func TestTurnWaitOutcomes(t *testing.T) {
 	}{
 		{name: "failed turn", status: workflows.TurnFailed, code: http.StatusServiceUnavailable, errCode: "unavailable"},
 		{name: "rejected turn", status: workflows.TurnRejected, code: http.StatusBadRequest, errCode: "invalid_argument"},
-		{name: "validator rejects", getErr: temporal.NewNonRetryableApplicationError("question is empty", workflows.ErrTypeInvalidTurn, nil), code: http.StatusBadRequest, errCode: "invalid_argument"},
-		{name: "session closing", getErr: temporal.NewNonRetryableApplicationError("closing", workflows.ErrTypeConflict, nil), code: http.StatusConflict, errCode: "conflict"},
+		{name: "validator rejects", getErr: temporal.NewNonRetryableApplicationError("question is empty", activities.CodeInvalidArgument, nil), code: http.StatusBadRequest, errCode: "invalid_argument"},
+		{name: "session closing", getErr: temporal.NewNonRetryableApplicationError("closing", activities.CodeConflict, nil), code: http.StatusConflict, errCode: "conflict"},
 		{name: "frontend down", updateErr: serviceerror.NewUnavailable("down"), code: http.StatusServiceUnavailable, errCode: "unavailable"},
 		{name: "deadline", getErr: context.DeadlineExceeded, code: http.StatusServiceUnavailable, errCode: "unavailable"},
 		{name: "other", updateErr: errors.New("odd"), code: http.StatusInternalServerError, errCode: "internal"},
@@ -957,7 +958,7 @@ func TestContinue(t *testing.T) {
 	}{
 		{name: "resumed", body: `{"turnId":"t-1"}`, status: http.StatusOK},
 		{name: "no body", status: http.StatusOK},
-		{name: "nothing paused", getErr: temporal.NewNonRetryableApplicationError("no paused task", workflows.ErrTypeConflict, nil), status: http.StatusConflict, errCode: "conflict"},
+		{name: "nothing paused", getErr: temporal.NewNonRetryableApplicationError("no paused task", activities.CodeConflict, nil), status: http.StatusConflict, errCode: "conflict"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -198,36 +199,15 @@ func documentConflict(doc string, err error) error {
 	return fromTemporal("document "+doc, err)
 }
 
-// ingestFailed is the answer for a failed ingestion: 400 when the document
-// was refused, 503 when a model or the store failed after the retries.
+// ingestFailed is the answer for a failed ingestion, with the document's
+// status: the root cause's code decides the status (a refused document is
+// 400, a model or store that failed after the retries 503, ...).
 func ingestFailed(st documentStatus, err error) error {
-	msg, typ := rootCause(err)
+	code, msg := rootCause(err)
 	st.Status, st.Error = DocFailed, msg
-	var e *apiError
-	switch typ {
-	case activities.ErrTypeBadInput, activities.ErrTypeDocumentChanged:
-		e = errInvalid("document %s was refused: %s", st.DocumentID, msg)
-	default:
-		e = errUnavailable("ingestion of document %s failed: %s (upload it again to retry)", st.DocumentID, msg)
-	}
+	e := failed(cmp.Or(code, activities.CodeUnavailable), "ingestion of document "+st.DocumentID+" failed", msg)
 	e.extra = gin.H{"document": st}
 	return e
-}
-
-// rootCause returns the message and type of the innermost application
-// error in err's chain (the activity's own error, without the layers the
-// workflow and the SDK wrap around it), or err's message.
-func rootCause(err error) (msg, typ string) {
-	msg = err.Error()
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		var ae *temporal.ApplicationError
-		if !errors.As(e, &ae) {
-			break
-		}
-		msg, typ = ae.Message(), ae.Type()
-		e = ae
-	}
-	return msg, typ
 }
 
 // readUpload reads the document of a request: a multipart form with the
@@ -332,7 +312,7 @@ func readPart(part *multipart.Part) (upload, error) {
 func bodyError(err error) error {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit)}
+		return errTooLarge(tooBig.Limit)
 	}
 	return errInvalid("request body: %v", err)
 }
@@ -528,7 +508,7 @@ func (s *Server) failure(ctx context.Context, wid, runID string) string {
 	case errors.As(err, &to):
 		return "timed out"
 	}
-	msg, _ := rootCause(err)
+	_, msg := rootCause(err)
 	return msg
 }
 
@@ -590,7 +570,7 @@ func (s *Server) deleteDocument(c *gin.Context) {
 	case ctx.Err() != nil:
 		c.JSON(http.StatusAccepted, newDocumentStatus(doc, DocDeleting))
 	default:
-		msg, _ := rootCause(err)
-		writeError(c, errUnavailable("delete of document %s failed: %s", doc, msg))
+		code, msg := rootCause(err)
+		writeError(c, failed(cmp.Or(code, activities.CodeUnavailable), "delete of document "+doc+" failed", msg))
 	}
 }

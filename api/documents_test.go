@@ -349,12 +349,12 @@ func TestPostDocumentBodyLimit(t *testing.T) {
 	if w := send(h, http.MethodPost, "/v1/documents", strings.Repeat("a", 5000), "Content-Type", "text/plain"); w.Code != http.StatusAccepted {
 		t.Errorf("5000-byte upload: %d %s", w.Code, w.Body)
 	}
-	b := wantError(t, send(h, http.MethodPost, "/v1/documents", big, "Content-Type", "text/plain"), http.StatusRequestEntityTooLarge, "invalid_argument")
+	b := wantError(t, send(h, http.MethodPost, "/v1/documents", big, "Content-Type", "text/plain"), http.StatusRequestEntityTooLarge, "too_large")
 	if !strings.Contains(b.Error.Message, "8192") {
 		t.Errorf("message %q does not give the upload limit", b.Error.Message)
 	}
 	// Other routes keep theirs.
-	wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"`+strings.Repeat("q", 3000)+`"}`), http.StatusRequestEntityTooLarge, "invalid_argument")
+	wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"`+strings.Repeat("q", 3000)+`"}`), http.StatusRequestEntityTooLarge, "too_large")
 
 	// Chunked (no Content-Length), raw and multipart: the limit applies while reading.
 	mp, ct := multipartBody(t, [4]string{"file", "big.txt", "", big})
@@ -365,7 +365,7 @@ func TestPostDocumentBodyLimit(t *testing.T) {
 		req.Header.Set("Content-Type", tc.ct)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
-		wantError(t, w, http.StatusRequestEntityTooLarge, "invalid_argument")
+		wantError(t, w, http.StatusRequestEntityTooLarge, "too_large")
 	}
 	if n := len(f.called()); n != 1 {
 		t.Errorf("%d workflows started, want 1 (only the upload under the limit)", n)
@@ -420,8 +420,8 @@ func TestPostDocumentWait(t *testing.T) {
 			want: docAnswer{DocumentID: "d1", WorkflowID: "ingest/d1", Status: "completed", StatusURL: "/v1/documents/d1", SHA256: sha("hello"), Chunks: 7, Batches: 1, Done: 1, Stored: 7, Bytes: 5}},
 		{name: "still running", get: blocked, status: http.StatusAccepted,
 			want: docAnswer{DocumentID: "d1", WorkflowID: "ingest/d1", Status: "running", StatusURL: "/v1/documents/d1", SHA256: sha("hello"), Bytes: 5}},
-		{name: "refused", get: failedWith("vector dimension mismatch: collection 384, vector 64", activities.ErrTypeBadInput), status: http.StatusBadRequest, errCode: "invalid_argument", msg: "dimension mismatch"},
-		{name: "model down", get: failedWith("embed batch 0 of d1: connection refused", activities.ErrTypeModelPermanent), status: http.StatusServiceUnavailable, errCode: "unavailable", msg: "connection refused"},
+		{name: "refused", get: failedWith("vector dimension mismatch: collection 384, vector 64", activities.CodeInvalidArgument), status: http.StatusBadRequest, errCode: "invalid_argument", msg: "dimension mismatch"},
+		{name: "model down", get: failedWith("embed batch 0 of d1: connection refused", ""), status: http.StatusServiceUnavailable, errCode: "unavailable", msg: "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
@@ -489,7 +489,7 @@ func TestGetDocument(t *testing.T) {
 		{name: "completed", desc: describe(workflows.IngestWorkflowName, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED),
 			get: result(t, progress), status: http.StatusOK, want: with(base, "completed", progress, "")},
 		{name: "failed", desc: describe(workflows.IngestWorkflowName, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED),
-			get:    failedWith("read document: line 4: no \"id\"", activities.ErrTypeBadInput),
+			get:    failedWith("read document: line 4: no \"id\"", activities.CodeInvalidArgument),
 			status: http.StatusOK, want: with(base, "failed", workflows.IngestProgress{}, "read document: line 4: no \"id\"")},
 		{name: "terminated", desc: describe(workflows.IngestWorkflowName, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED),
 			get:    func(context.Context, any) error { return &temporal.TerminatedError{} },
@@ -644,11 +644,11 @@ func ingested(f *fakeClient, typ string, status enumspb.WorkflowExecutionStatus)
 func TestDocumentErrorsUseTheRootCause(t *testing.T) {
 	f := newFake(t)
 	recordStarts(t, f, func(context.Context, any) error {
-		inner := temporal.NewNonRetryableApplicationError("read document: line 9: invalid JSON", activities.ErrTypeBadInput, nil)
+		inner := temporal.NewNonRetryableApplicationError("read document: line 9: invalid JSON", activities.CodeInvalidArgument, nil)
 		return fmt.Errorf("workflow execution error: %w", temporal.NewApplicationErrorWithCause("prepare d1", "wrapError", errors.Join(inner)))
 	})
 	b := wantError(t, send(api.New(f, docOptions(t)).Handler(), http.MethodPost, "/v1/documents?id=d1&wait=1", "x", "Content-Type", "text/plain"), http.StatusBadRequest, "invalid_argument")
-	if !regexp.MustCompile(`^document d1 was refused: read document: line 9: invalid JSON$`).MatchString(b.Error.Message) {
+	if !regexp.MustCompile(`^ingestion of document d1 failed: read document: line 9: invalid JSON \(fix the request\)$`).MatchString(b.Error.Message) {
 		t.Errorf("message %q", b.Error.Message)
 	}
 }

@@ -11,11 +11,11 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/ctxflow/ctxflow/workflows"
+	"github.com/ctxflow/ctxflow/activities"
 )
 
-// apiError is an error with its HTTP status and a stable code:
-// invalid_argument, not_found, conflict, unavailable or internal.
+// apiError is an error with its HTTP status and a stable code (one of
+// activities' Code* failure codes).
 type apiError struct {
 	status int
 	code   string
@@ -26,24 +26,66 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
 
+// answer is how the API answers a failure code: one status each, and what
+// the caller can do about it.
+type answer struct {
+	status int
+	hint   string
+}
+
+// answers maps every failure code to its answer: the one table all routes
+// use, whether the failure is the request's or a workflow's.
+var answers = map[string]answer{
+	activities.CodeInvalidArgument:   {http.StatusBadRequest, "fix the request"},
+	activities.CodeNotFound:          {http.StatusNotFound, "check the id"},
+	activities.CodeConflict:          {http.StatusConflict, "wait for what is in progress, then try again"},
+	activities.CodeTooLarge:          {http.StatusRequestEntityTooLarge, "send less"},
+	activities.CodeUnavailable:       {http.StatusServiceUnavailable, "try again later"},
+	activities.CodeModelPermanent:    {http.StatusBadRequest, "choose another model (llmModel), or change the request"},
+	activities.CodeDimensionMismatch: {http.StatusInternalServerError, "retrying does not help: an operator must configure an embedding model of the collection's dimension, or a new collection"},
+	activities.CodeDocumentChanged:   {http.StatusConflict, "upload the document again"},
+	activities.CodeInternal:          {http.StatusInternalServerError, "report it with the request id"},
+}
+
+// errCode returns an API error of a code.
+func errCode(code, format string, args ...any) *apiError {
+	a, ok := answers[code]
+	if !ok {
+		code, a = activities.CodeInternal, answers[activities.CodeInternal]
+	}
+	return &apiError{status: a.status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
 func errInvalid(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: fmt.Sprintf(format, args...)}
+	return errCode(activities.CodeInvalidArgument, format, args...)
 }
 
 func errNotFound(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusNotFound, code: "not_found", msg: fmt.Sprintf(format, args...)}
+	return errCode(activities.CodeNotFound, format, args...)
 }
 
 func errConflict(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusConflict, code: "conflict", msg: fmt.Sprintf(format, args...)}
+	return errCode(activities.CodeConflict, format, args...)
 }
 
 func errUnavailable(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: fmt.Sprintf(format, args...)}
+	return errCode(activities.CodeUnavailable, format, args...)
 }
 
 func errInternal(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusInternalServerError, code: "internal", msg: fmt.Sprintf(format, args...)}
+	return errCode(activities.CodeInternal, format, args...)
+}
+
+func errTooLarge(limit int64) *apiError {
+	return errCode(activities.CodeTooLarge, "request body over the limit of %d bytes", limit)
+}
+
+// failed answers a failure of a workflow or an activity: what failed, the
+// root cause's message, and what to do, under the status of its code.
+func failed(code, what, msg string) *apiError {
+	e := errCode(code, "%s: %s", what, msg)
+	e.msg += " (" + answers[e.code].hint + ")"
+	return e
 }
 
 // fromTemporal maps an error of a Temporal call to an API error.
@@ -56,7 +98,6 @@ func fromTemporal(what string, err error) *apiError {
 		exhausted *serviceerror.ResourceExhausted
 		unavail   *serviceerror.Unavailable
 		deadline  *serviceerror.DeadlineExceeded
-		appErr    *temporal.ApplicationError
 		queryFail *serviceerror.QueryFailed
 	)
 	switch {
@@ -68,15 +109,15 @@ func fromTemporal(what string, err error) *apiError {
 		return errConflict("%s: already exists", what)
 	case errors.As(err, &invalid):
 		return errInvalid("%s: %s", what, invalid.Message)
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeInvalidTurn:
-		return errInvalid("%s", appErr.Message())
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeConflict:
-		return errConflict("%s", appErr.Message())
 	case errors.As(err, &queryFail):
 		return errNotFound("%s: %s", what, queryFail.Message)
 	case errors.As(err, &exhausted), errors.As(err, &unavail), errors.As(err, &deadline),
 		errors.Is(err, context.DeadlineExceeded):
 		return errUnavailable("%s: %v", what, err)
+	}
+	if code, msg := rootCause(err); code != "" {
+		// An update's validator or handler refused: the session's verdict.
+		return errCode(code, "%s", msg)
 	}
 	return errInternal("%s: %v", what, err)
 }
@@ -94,3 +135,23 @@ func writeError(c *gin.Context, err error) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// rootCause returns the code and message of the innermost application
+// error in err's chain (the activity's own error, without the layers the
+// workflow and the SDK wrap around it); code is "" when there is none or
+// its type is not a failure code, and msg is then err's message.
+func rootCause(err error) (code, msg string) {
+	msg = err.Error()
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var ae *temporal.ApplicationError
+		if !errors.As(e, &ae) {
+			break
+		}
+		msg = ae.Message()
+		if _, ok := answers[ae.Type()]; ok {
+			code = ae.Type()
+		}
+		e = ae
+	}
+	return code, msg
+}

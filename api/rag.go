@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -82,13 +81,8 @@ func (s *Server) postCorrective(c *gin.Context) {
 		var appErr *temporal.ApplicationError
 		var timeout *temporal.TimeoutError
 		if errors.As(err, &appErr) || errors.As(err, &timeout) { // the loop ran and its answer failed
-			msg, typ := rootCause(err)
-			status := http.StatusServiceUnavailable
-			code := "unavailable"
-			if typ == activities.ErrTypeModelPermanent || typ == activities.ErrTypeBadInput {
-				status, code = http.StatusBadRequest, "invalid_argument"
-			}
-			writeError(c, &apiError{status: status, code: code, msg: fmt.Sprintf("corrective query %s failed: %s", run.GetID(), msg)})
+			_, msg := rootCause(err)
+			writeError(c, failed(activities.CodeOf(err), "corrective query "+run.GetID()+" failed", msg))
 			return
 		}
 		writeError(c, fromTemporal("corrective query "+run.GetID(), err))

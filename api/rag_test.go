@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -94,17 +95,17 @@ func TestPostCorrectiveRejectsBadInput(t *testing.T) {
 func TestPostCorrectiveFailure(t *testing.T) {
 	f := newFake(t)
 	f.ExecuteWorkflowFn = func(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
-		return run{id: o.ID, get: failedWith("collection has dimension 384 but no configured embedder matches", "DimensionMismatch")}, nil
+		return run{id: o.ID, get: failedWith("collection has dimension 384 but no configured embedder matches", activities.CodeDimensionMismatch)}, nil
 	}
 	w := do(server(f), http.MethodPost, "/v1/rag/corrective", `{"query":"q"}`)
-	if b := wantError(t, w, http.StatusServiceUnavailable, "unavailable"); !strings.Contains(b.Error.Message, "dimension 384") {
+	if b := wantError(t, w, http.StatusInternalServerError, "dimension_mismatch"); !strings.Contains(b.Error.Message, "dimension 384") {
 		t.Errorf("message %q", b.Error.Message)
 	}
 	f.ExecuteWorkflowFn = func(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
-		return run{id: o.ID, get: failedWith(`model "nope" not found`, "ModelPermanent")}, nil
+		return run{id: o.ID, get: failedWith(`model "nope" not found`, activities.CodeModelPermanent)}, nil
 	}
 	w = do(server(f), http.MethodPost, "/v1/rag/corrective", `{"query":"q","llmModel":"nope"}`)
-	if b := wantError(t, w, http.StatusBadRequest, "invalid_argument"); !strings.Contains(b.Error.Message, `model "nope" not found`) {
+	if b := wantError(t, w, http.StatusBadRequest, "model_permanent"); !strings.Contains(b.Error.Message, `model "nope" not found`) {
 		t.Errorf("message %q", b.Error.Message)
 	}
 }

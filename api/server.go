@@ -93,7 +93,9 @@ func (s *Server) Handler() http.Handler {
 		writeError(c, errNotFound("no route %s %s", c.Request.Method, c.Request.URL.Path))
 	})
 	r.NoMethod(func(c *gin.Context) {
-		writeError(c, &apiError{status: http.StatusMethodNotAllowed, code: "invalid_argument", msg: "method " + c.Request.Method + " not allowed"})
+		e := errInvalid("method %s not allowed", c.Request.Method)
+		e.status = http.StatusMethodNotAllowed
+		writeError(c, e)
 	})
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
@@ -122,7 +124,7 @@ func (s *Server) ready(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
 	defer cancel()
 	if _, err := s.c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		writeError(c, &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: "temporal is not reachable: " + err.Error()})
+		writeError(c, errUnavailable("temporal is not reachable: %v", err))
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
@@ -171,8 +173,7 @@ func (s *Server) limitBody(c *gin.Context) {
 		limit = s.opts.MaxUploadBytes
 	}
 	if c.Request.ContentLength > limit {
-		writeError(c, &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
-			msg: "request body over the limit of " + itoa(limit) + " bytes"})
+		writeError(c, errTooLarge(limit))
 		c.Abort()
 		return
 	}

@@ -70,7 +70,7 @@ func bindJSON(c *gin.Context, v any, optional bool) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit)}
+		return errTooLarge(tooBig.Limit)
 	case err != nil:
 		return errInvalid("request body: %v", err)
 	case len(bytes.TrimSpace(raw)) == 0:
@@ -572,12 +572,13 @@ func (s *Server) signalAndWait(ctx context.Context, ref sessionRef, req workflow
 // carrying the result when it failed or was rejected.
 func writeTurn(c *gin.Context, res workflows.TurnResult) {
 	switch res.Status {
-	case workflows.TurnFailed:
-		e := errUnavailable("turn %s failed: %s (the question is saved; the session is %s)", res.TurnID, res.Error, res.SessionInfo.Health)
-		e.extra = gin.H{"turn": res}
-		writeError(c, e)
-	case workflows.TurnRejected:
-		e := errInvalid("turn %s rejected: %s", res.TurnID, res.Error)
+	case workflows.TurnFailed, workflows.TurnRejected:
+		code := res.ErrorCode
+		if code == "" { // results recorded before turns carried a code
+			code = map[string]string{workflows.TurnFailed: activities.CodeUnavailable, workflows.TurnRejected: activities.CodeInvalidArgument}[res.Status]
+		}
+		e := failed(code, "turn "+res.TurnID+" "+res.Status,
+			fmt.Sprintf("%s; the question is saved, the session is %s", res.Error, res.SessionInfo.Health))
 		e.extra = gin.H{"turn": res}
 		writeError(c, e)
 	default:

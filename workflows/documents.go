@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -30,15 +29,7 @@ type DeleteDocumentResult struct {
 // under that id says whether the document exists. Deleting a document that
 // has no chunks succeeds.
 func DeleteDocumentWorkflow(ctx workflow.Context, in DeleteDocumentInput) (DeleteDocumentResult, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		HeartbeatTimeout:    ingestHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10,
-			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput},
-		},
-		Summary: "delete the chunks of " + in.DocumentID,
-	})
+	ctx = storeCtx(ctx, "delete the chunks of "+in.DocumentID, 2*time.Minute)
 	err := workflow.ExecuteActivity(ctx, ia.DeleteDocumentChunks, activities.DeleteInput{DocumentID: in.DocumentID}).Get(ctx, nil)
 	if err != nil {
 		return DeleteDocumentResult{DocumentID: in.DocumentID}, fmt.Errorf("delete %s: %w", in.DocumentID, err)

@@ -85,7 +85,7 @@ func TestIngestWorkflowPassages(t *testing.T) {
 	env = ingestEnv(t, store)
 	env.ExecuteWorkflow(workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: "faq", Path: path, Source: "faq.jsonl"})
 	err := env.GetWorkflowError()
-	if !hasErrType(err, activities.ErrTypeBadInput) || !strings.Contains(err.Error(), `line 3: passage "p3" has no "text"`) {
+	if !hasErrType(err, activities.CodeInvalidArgument) || !strings.Contains(err.Error(), `line 3: passage "p3" has no "text"`) {
 		t.Errorf("error = %v, want a bad-input error naming line 3", err)
 	}
 }

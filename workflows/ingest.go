@@ -65,15 +65,7 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 		return p, fmt.Errorf("set progress query: %w", err)
 	}
 	actx := func(summary string) workflow.Context {
-		return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: 5 * time.Minute,
-			HeartbeatTimeout:    ingestHeartbeat,
-			RetryPolicy: &temporal.RetryPolicy{
-				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10,
-				NonRetryableErrorTypes: []string{activities.ErrTypeBadInput, activities.ErrTypeModelPermanent, activities.ErrTypeDocumentChanged},
-			},
-			Summary: summary,
-		})
+		return storeCtx(ctx, summary, 5*time.Minute)
 	}
 	name := in.Source
 	if name == "" {
@@ -89,7 +81,7 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 	if p.Batches > maxIngestBatches {
 		return p, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s has %d batches, over the limit of %d: raise the batch size or split the document", name, p.Batches, maxIngestBatches),
-			activities.ErrTypeBadInput, nil)
+			activities.CodeInvalidArgument, nil)
 	}
 	for b := range p.Batches {
 		var n int

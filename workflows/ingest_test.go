@@ -131,8 +131,8 @@ func TestIngestWorkflowRefusesADocumentThatChanged(t *testing.T) {
 	store.onDelete = func() { _ = os.WriteFile(path, []byte("Rewritten meanwhile."), 0o644) }
 	env := ingestEnv(t, store)
 	env.ExecuteWorkflow(workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: "doc", Path: path, BatchSize: 4})
-	if err := env.GetWorkflowError(); !hasErrType(err, activities.ErrTypeDocumentChanged) {
-		t.Fatalf("error = %v, want %s", err, activities.ErrTypeDocumentChanged)
+	if err := env.GetWorkflowError(); !hasErrType(err, activities.CodeDocumentChanged) {
+		t.Fatalf("error = %v, want %s", err, activities.CodeDocumentChanged)
 	}
 	if store.upserts != 0 {
 		t.Errorf("%d upserts of a changed document", store.upserts)
@@ -143,7 +143,7 @@ func TestIngestWorkflowRefusesMissingAndBrokenPDF(t *testing.T) {
 	for _, path := range []string{filepath.Join(t.TempDir(), "missing.md"), writePDF(t)} {
 		env := ingestEnv(t, &memStore{chunks: map[string]activities.Chunk{}})
 		env.ExecuteWorkflow(workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: "doc", Path: path})
-		if err := env.GetWorkflowError(); !hasErrType(err, activities.ErrTypeBadInput) {
+		if err := env.GetWorkflowError(); !hasErrType(err, activities.CodeInvalidArgument) {
 			t.Errorf("%s: error = %v, want a permanent bad-input error", path, err)
 		}
 	}

@@ -22,12 +22,6 @@ var (
 	SAttrUpdatedAt  = temporal.NewSearchAttributeKeyTime("CtxUpdatedAt")
 )
 
-// Error types of rejected updates, mapped to HTTP statuses by the API.
-const (
-	ErrTypeInvalidTurn = "InvalidTurn"
-	ErrTypeConflict    = "Conflict"
-)
-
 // CloseRequest is the payload of the close signal.
 type CloseRequest struct {
 	// Delete removes the transcript and snapshot too (DELETE /v1/sessions/{id}).
@@ -201,7 +195,7 @@ func (s *session) setup(ctx workflow.Context) error {
 		return fmt.Errorf("set close update: %w", err)
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateContinue, func(ctx workflow.Context) error {
-		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", ErrTypeConflict, nil)
+		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", activities.CodeConflict, nil)
 	}); err != nil {
 		return fmt.Errorf("set continue update: %w", err)
 	}
@@ -395,13 +389,13 @@ func (s *session) saveSnapshot(ctx workflow.Context) error {
 // is closing, or when its id was used for another question.
 func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if s.closing != nil {
-		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" is being closed: send the turn again once it is (it then starts a new session)", ErrTypeConflict, nil)
+		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" is being closed: send the turn again once it is (it then starts a new session)", activities.CodeConflict, nil)
 	}
 	if err := ValidateTurn(req, s.st.Config); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidTurn, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), activities.CodeInvalidArgument, nil)
 	}
 	if seen, same := s.st.Ledger.Seen(req.TurnID, req.Question); seen && !same {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn id %q was already used in session %s for another question: use a new turn id", req.TurnID, s.key), ErrTypeConflict, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn id %q was already used in session %s for another question: use a new turn id", req.TurnID, s.key), activities.CodeConflict, nil)
 	}
 	return nil
 }
@@ -569,39 +563,12 @@ func (s *session) details() string {
 
 // localCtx is the context of a cheap step that runs as a local activity.
 func (s *session) localCtx(ctx workflow.Context, summary string) workflow.Context {
-	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second,
-			MaximumAttempts: 10, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput},
-		},
-		Summary: summary,
-	})
+	return localCtx(ctx, summary)
 }
 
-// activityCtx is the context of a regular activity. Activities that run
-// longer than a heartbeat timeout (model calls) heartbeat, so that a worker
-// crash is noticed after Limits.HeartbeatTimeout.
+// activityCtx is the context of a regular activity of the session.
 func (s *session) activityCtx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
 	return activityCtx(ctx, s.limits, summary, timeout, attempts)
-}
-
-// activityCtx is the context of a regular activity under limits.
-func activityCtx(ctx workflow.Context, limits Limits, summary string, timeout time.Duration, attempts int) workflow.Context {
-	var heartbeat time.Duration
-	if timeout > limits.HeartbeatTimeout {
-		heartbeat = limits.HeartbeatTimeout
-	}
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    heartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
-			MaximumAttempts:        int32(attempts),
-			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput, activities.ErrTypeModelPermanent, activities.ErrTypeDimension},
-		},
-		Summary: summary,
-	})
 }
 
 // SearchAttributes are the custom search attributes sessions use; the dev

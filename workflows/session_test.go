@@ -294,6 +294,9 @@ func TestModelFailureDegradesAndKeepsQuestion(t *testing.T) {
 	if r.Status != workflows.TurnFailed || !strings.Contains(r.Error, "not found") || r.Answer != "" {
 		t.Fatalf("result = %+v", r)
 	}
+	if r.ErrorCode != activities.CodeModelPermanent {
+		t.Errorf("error code = %q, want %q", r.ErrorCode, activities.CodeModelPermanent)
+	}
 	if len(h.model.calls) != 1 {
 		t.Errorf("a permanent error was retried: %d calls", len(h.model.calls))
 	}
@@ -311,8 +314,8 @@ func TestTransientModelFailureIsRetried(t *testing.T) {
 	h.model.err = errors.New("connection refused")
 	o := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "hello?"})
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
-	if o.result.Status != workflows.TurnFailed {
-		t.Fatalf("result = %+v", o.result)
+	if o.result.Status != workflows.TurnFailed || o.result.ErrorCode != activities.CodeUnavailable {
+		t.Fatalf("result = %+v, want failed and unavailable", o.result)
 	}
 	if got, want := len(h.model.calls), workflows.DefaultSessionConfig().MaxRetries+1; got != want {
 		t.Errorf("model called %d times, want %d (1 + maxRetries)", got, want)

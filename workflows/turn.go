@@ -19,7 +19,7 @@ import (
 func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult) {
 	if err := ValidateTurn(req, s.st.Config); err != nil {
 		// Only signals get here: the update validator rejects bad turns first.
-		res.Status, res.Error = TurnRejected, err.Error()
+		res.Status, res.Error, res.ErrorCode = TurnRejected, err.Error(), activities.CodeInvalidArgument
 		return
 	}
 	opts, _ := ParseTurnOptions(req.Config) // validated above
@@ -326,7 +326,7 @@ func (s *session) complete(res *TurnResult, answerID, answer string) {
 // fail marks the turn failed and the session degraded. The user's message
 // stays in the transcript; no answer is invented.
 func (s *session) fail(res *TurnResult, what string, err error) {
-	res.Status = TurnFailed
+	res.Status, res.ErrorCode = TurnFailed, activities.CodeOf(err)
 	res.Error = what + ": " + rootMessage(err)
 	s.st.Health, s.st.DegradedReason = HealthDegraded, res.Error
 	s.logger.Warn("turn failed", "turn", res.TurnID, "error", err)

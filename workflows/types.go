@@ -100,6 +100,8 @@ type TurnResult struct {
 	Engine         string      `json:"engine,omitempty"`
 	Model          string      `json:"model,omitempty"`
 	Error          string      `json:"error,omitempty"`
+	// ErrorCode is the failure's code (activities' Code* constants).
+	ErrorCode string `json:"errorCode,omitempty"`
 	// MessageIDs are the transcript ids of the user and assistant messages.
 	UserMessageID      string    `json:"userMessageId,omitempty"`
 	AssistantMessageID string    `json:"assistantMessageId,omitempty"`

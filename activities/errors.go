@@ -1,0 +1,80 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Failure codes: the one vocabulary of what went wrong. Activities fail
+// with application errors of these types (non-retryable ones are named in
+// every retry policy), workflows carry them on their results
+// ([CodeOf]), and the API answers each with one HTTP status and what to do.
+const (
+	// CodeInvalidArgument: the request (or the document) is wrong; fixing
+	// it is the caller's part.
+	CodeInvalidArgument = "invalid_argument"
+	// CodeNotFound: what the request names does not exist.
+	CodeNotFound = "not_found"
+	// CodeConflict: the request clashes with the state (a session being
+	// closed, a turn id used for another question, a document busy).
+	CodeConflict = "conflict"
+	// CodeTooLarge: a body or document over a limit.
+	CodeTooLarge = "too_large"
+	// CodeUnavailable: a model, store or worker did not answer in time,
+	// after the retries: trying again later may work.
+	CodeUnavailable = "unavailable"
+	// CodeModelPermanent: the model refused the request for good (an
+	// unknown model, a bad request): another model or request is needed.
+	CodeModelPermanent = "model_permanent"
+	// CodeDimensionMismatch: the collection's vectors and every configured
+	// embedder disagree on the dimension: only configuration can fix it.
+	CodeDimensionMismatch = "dimension_mismatch"
+	// CodeDocumentChanged: a document's file changed during its ingestion.
+	CodeDocumentChanged = "document_changed"
+	// CodeInternal: a bug.
+	CodeInternal = "internal"
+)
+
+// Permanent returns a non-retryable application error with a code.
+func Permanent(code, msg string, cause error) error {
+	return temporal.NewNonRetryableApplicationError(msg, code, cause)
+}
+
+// CodeOf returns the code of the innermost application error in err's
+// chain (the activity's own), CodeUnavailable for timeouts and failures
+// without a code (what retries did not fix), "" for nil.
+func CodeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	code := ""
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var ae *temporal.ApplicationError
+		if !errors.As(e, &ae) {
+			break
+		}
+		if known(ae.Type()) {
+			code = ae.Type()
+		}
+		e = ae
+	}
+	if code != "" {
+		return code
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) || errors.Is(err, context.Canceled) {
+		return CodeConflict
+	}
+	return CodeUnavailable
+}
+
+func known(code string) bool {
+	switch code {
+	case CodeInvalidArgument, CodeNotFound, CodeConflict, CodeTooLarge, CodeUnavailable,
+		CodeModelPermanent, CodeDimensionMismatch, CodeDocumentChanged, CodeInternal:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,64 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+)
+
+// nonRetryable are the failure codes no retry can fix: every policy stops
+// on them at once.
+var nonRetryable = []string{
+	activities.CodeInvalidArgument, activities.CodeNotFound, activities.CodeModelPermanent,
+	activities.CodeDimensionMismatch, activities.CodeDocumentChanged,
+}
+
+// retryPolicy backs off from initial by doubling up to max, for at most
+// attempts attempts (0: without a bound but the timeouts).
+func retryPolicy(initial, max time.Duration, attempts int) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval: initial, BackoffCoefficient: 2, MaximumInterval: max,
+		MaximumAttempts: int32(attempts), NonRetryableErrorTypes: nonRetryable,
+	}
+}
+
+// localCtx is the context of a cheap step that runs as a local activity:
+// transcript and store reads and writes on the worker, retried quickly.
+func localCtx(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         retryPolicy(200*time.Millisecond, 5*time.Second, 10),
+		Summary:             summary,
+	})
+}
+
+// activityCtx is the context of a regular activity under limits: model
+// calls, retrieval, tools. One that may run longer than the heartbeat
+// timeout heartbeats, so that a worker crash is noticed after
+// Limits.HeartbeatTimeout rather than after timeout.
+func activityCtx(ctx workflow.Context, limits Limits, summary string, timeout time.Duration, attempts int) workflow.Context {
+	var heartbeat time.Duration
+	if timeout > limits.HeartbeatTimeout {
+		heartbeat = limits.HeartbeatTimeout
+	}
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    heartbeat,
+		RetryPolicy:         retryPolicy(500*time.Millisecond, 10*time.Second, attempts),
+		Summary:             summary,
+	})
+}
+
+// storeCtx is the context of a document's activities: long, heartbeating,
+// retried patiently (a store or embedder may be down for a while).
+func storeCtx(ctx workflow.Context, summary string, timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    ingestHeartbeat,
+		RetryPolicy:         retryPolicy(time.Second, time.Minute, 10),
+		Summary:             summary,
+	})
+}
