@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,7 +136,7 @@ func (s *Server) postDocument(c *gin.Context) {
 		return
 	}
 	if !given {
-		doc = derivedID(up.name, up.sum) // always a valid id
+		doc = workflows.DocumentID(up.name, up.sum) // always a valid id
 	}
 	path, err := s.store(up)
 	if err != nil {
@@ -360,27 +359,6 @@ func validateUpload(up upload) error {
 	return nil
 }
 
-var unsafeIDRun = regexp.MustCompile(`[^A-Za-z0-9._:-]+`)
-
-// derivedID is the id of a document uploaded without one: its file name
-// when that is a valid id; else the name made safe plus a short hash of the
-// name (so that names differing only in unsafe characters do not collide);
-// else, without a usable name, doc-<hash of the bytes>. The same file name
-// gives the same id, so uploading a new version replaces the old one.
-func derivedID(name string, sum [32]byte) string {
-	if name != "" && workflows.ValidateID("documentId", name) == nil {
-		return name
-	}
-	if safe := strings.Trim(unsafeIDRun.ReplaceAllString(name, "_"), "._:-"); safe != "" {
-		h := sha256.Sum256([]byte(name))
-		id := safe[:min(len(safe), 110)] + "-" + hex.EncodeToString(h[:4])
-		if workflows.ValidateID("documentId", id) == nil {
-			return id
-		}
-	}
-	return "doc-" + hex.EncodeToString(sum[:8])
-}
-
 // store writes an upload into the upload directory under the hash of its
 // bytes (the same bytes are stored once) and returns its absolute path,
 // which the workers read: api and workers must see the directory at the
@@ -548,14 +526,7 @@ func (s *Server) deleteDocument(c *gin.Context) {
 		writeError(c, errNotFound("document %s not found (or already deleted)", doc))
 		return
 	}
-	opts := client.StartWorkflowOptions{
-		ID:                                       workflows.IngestWorkflowID(doc),
-		TaskQueue:                                workflows.TaskQueue,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		StaticSummary:                            "Delete document " + doc,
-	}
+	opts := workflows.DocumentStartOptions(doc, "Delete document "+doc, "")
 	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.DeleteDocumentWorkflowName, workflows.DeleteDocumentInput{DocumentID: doc})
 	if err != nil {
 		writeError(c, documentConflict(doc, err))

@@ -1,6 +1,9 @@
 package tests
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -55,6 +60,42 @@ func TestIngestCommand(t *testing.T) {
 	all := ingest(dir)
 	if !strings.Contains(all, "README.md: "+m[1]+" chunks") || !strings.Contains(all, "page.html: 1 chunks") || strings.Contains(all, "skip.bin") {
 		t.Fatalf("directory ingest output %q", all)
+	}
+
+	// The same file uploaded over HTTP is the same document: replaced, not
+	// a second copy of its chunks.
+	var up struct {
+		DocumentID string `json:"documentId"`
+		Status     string `json:"status"`
+		Stored     int    `json:"stored"`
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.api.URL+"/v1/documents?wait=true", bytes.NewReader(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/markdown")
+	req.Header.Set("Content-Disposition", `attachment; filename="README.md"`)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&up); err != nil || up.DocumentID != "README.md" || up.Status != "completed" || fmt.Sprint(up.Stored) != m[1] {
+		t.Fatalf("upload of the same file: %d %+v %v, want document README.md with %s chunks", resp.StatusCode, up, err, m[1])
+	}
+	var info map[string]any
+	if code, err := s.do(t.Context(), http.MethodGet, "/v1/documents/README.md", nil, &info); code != http.StatusOK {
+		t.Fatalf("GET /v1/documents/README.md: %d %v", code, err)
+	}
+	s.killWorker() // release the store
+	time.Sleep(200 * time.Millisecond)
+	store, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(s.dataDir, "vectors"), Collection: "rag_documents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if n, _ := store.Info(t.Context()); fmt.Sprint(n.Count-1) != m[1] { // README + page.html
+		t.Errorf("store holds %d chunks, want README's %s and page.html's 1: one document", n.Count, m[1])
 	}
 }
 
@@ -113,7 +154,7 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 		if res.RewrittenQuery != tc.rewritten {
 			t.Errorf("%q: rewritten to %q, want %q", tc.q, res.RewrittenQuery, tc.rewritten)
 		}
-		if !strings.Contains(res.Answer, tc.want) || !strings.Contains(res.Answer, "ctxflow") || !strings.Contains(res.Answer, "[README.md-") {
+		if !strings.Contains(res.Answer, tc.want) || !strings.Contains(res.Answer, "ctxflow") || !strings.Contains(res.Answer, "[README.md#") {
 			t.Errorf("%q: answer %q lacks %q or a README citation", tc.q, res.Answer, tc.want)
 		}
 	}

@@ -110,7 +110,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	if o.limits.HeartbeatTimeout == 0 { // notice a killed worker quickly
 		o.limits.HeartbeatTimeout = 2 * time.Second
 	}
-	apiSrv := httptest.NewServer(api.New(c, api.Options{Defaults: defaults, Limits: o.limits, Logger: quietLogger()}).Handler())
+	apiSrv := httptest.NewServer(api.New(c, api.Options{
+		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Logger: quietLogger(),
+	}).Handler())
 	t.Cleanup(apiSrv.Close)
 
 	s := &stack{
@@ -278,7 +280,7 @@ func retryReason(code int, err error) string {
 }
 
 // ingestREADME ingests the project's README with `ctxflow ingest` and
-// returns its absolute path (the chunks' source).
+// returns the chunks' source (its file name).
 func (s *stack) ingestREADME(t testing.TB) string {
 	t.Helper()
 	readme, err := filepath.Abs("../README.md")
@@ -290,5 +292,5 @@ func (s *stack) ingestREADME(t testing.TB) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ingest: %v\n%s", err, out)
 	}
-	return readme
+	return filepath.Base(readme)
 }

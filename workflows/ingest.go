@@ -1,8 +1,16 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -20,6 +28,49 @@ const (
 // ingestions and its deletion ([DeleteDocumentWorkflow]) share it, so that
 // one document changes through one workflow at a time.
 func IngestWorkflowID(documentID string) string { return "ingest/" + documentID }
+
+// DocumentStartOptions are the start options of a document's workflows
+// (ingestion or deletion), for the API and `ctxflow ingest` alike: one at a
+// time per document, and an error (not the running workflow) when another
+// runs, so that a write is never confirmed that did not happen.
+func DocumentStartOptions(documentID, summary, details string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                                       IngestWorkflowID(documentID),
+		TaskQueue:                                TaskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            summary,
+		StaticDetails:                            details,
+	}
+}
+
+var unsafeIDRun = regexp.MustCompile(`[^A-Za-z0-9._:-]+`)
+
+// DocumentID is the id of a document given without one, by `ctxflow ingest`
+// and POST /v1/documents alike: its file name (the base name) when that is
+// a valid id; else the name made safe plus a short hash of the name (so
+// that names differing only in unsafe characters do not collide); else,
+// without a usable name, doc-<hash of the bytes>. The same file name gives
+// the same id, so a new version of a file replaces the old one, however it
+// was ingested.
+func DocumentID(name string, sum [32]byte) string {
+	name = filepath.Base(filepath.ToSlash(name))
+	if name == "." || name == "/" {
+		name = ""
+	}
+	if name != "" && ValidateID("documentId", name) == nil {
+		return name
+	}
+	if safe := strings.Trim(unsafeIDRun.ReplaceAllString(name, "_"), "._:-"); safe != "" {
+		h := sha256.Sum256([]byte(name))
+		id := safe[:min(len(safe), 110)] + "-" + hex.EncodeToString(h[:4])
+		if ValidateID("documentId", id) == nil {
+			return id
+		}
+	}
+	return "doc-" + hex.EncodeToString(sum[:8])
+}
 
 // IngestInput names a document the workers can read.
 type IngestInput struct {

@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ctxflow/ctxflow/activities/ingest"
@@ -56,27 +55,20 @@ func runIngest(ctx context.Context, c client.Client, paths []string, out, progre
 	return nil
 }
 
-var unsafeID = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// documentID is stable for a path: its base name (made safe) and a short
-// hash of the absolute path, so re-ingesting a file replaces its chunks.
-func documentID(abs string) string {
-	h := sha256.Sum256([]byte(abs))
-	name := strings.Trim(unsafeID.ReplaceAllString(filepath.Base(abs), "_"), "_.")
-	if len(name) > 80 {
-		name = name[:80]
-	}
-	return name + "-" + hex.EncodeToString(h[:4])
-}
-
 func ingestFile(ctx context.Context, c client.Client, path string, out io.Writer, bar *progress) error {
-	doc := documentID(path)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.IngestWorkflowID(doc), TaskQueue: workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            "Ingest " + filepath.Base(path),
-		StaticDetails:            "document `" + doc + "` from `" + path + "`",
-	}, workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: doc, Path: path})
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("ingest %s: %w", path, err)
+	}
+	// The same identity as an upload of the file: one document, however
+	// it was ingested.
+	doc := workflows.DocumentID(filepath.Base(path), sha256.Sum256(b))
+	run, err := c.ExecuteWorkflow(ctx, workflows.DocumentStartOptions(doc, "Ingest "+filepath.Base(path), "document `"+doc+"` from `"+path+"`"),
+		workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: doc, Path: path, Source: filepath.Base(path)})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return fmt.Errorf("ingest %s: document %s is being ingested or deleted: wait for it and try again", path, doc)
+	}
 	if err != nil {
 		return fmt.Errorf("ingest %s: %w", path, err)
 	}
