@@ -68,9 +68,13 @@ sizecheck:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
-## eval: retrieval recall@5 on ../shared/evaldata/mtrag (dense, keyword, hybrid).
+## eval: retrieval recall@5 (dense, keyword, hybrid) and the corrective
+## loop's judges on the mtrag dev set, through the qa turn's retrieval.
+## It reads $(EVALDATA)/mtrag; point it elsewhere with EVALDATA=DIR.
+EVALDATA ?= ../shared/evaldata
 eval:
-	$(GO) run ./cmd/ctxflow eval
+	@test -f $(EVALDATA)/mtrag/passages.jsonl || { echo "eval: no $(EVALDATA)/mtrag/passages.jsonl: set EVALDATA=DIR to the folder holding mtrag/ (the tests use internal/eval/testdata)"; exit 2; }
+	$(GO) run ./cmd/ctxflow eval $(EVALDATA)/mtrag
 
 clean:
 	rm -rf bin

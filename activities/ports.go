@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 
 	"github.com/ctxflow/ctxflow/convo"
 )
@@ -236,7 +237,78 @@ func (r SearchRequest) Keep(hits []Hit, k int) []Hit {
 type Hit struct {
 	Chunk Chunk   `json:"chunk"`
 	Score float64 `json:"score"`
+	// Similarity is the cosine similarity of the chunk to the query
+	// vector when a dense ranking holds the chunk (dense search; hybrid
+	// search, for the chunks of its dense ranking); nil otherwise. The
+	// relevance filter reads it.
+	Similarity *float64 `json:"similarity,omitempty"`
 }
+
+// HybridDepth is how deep each ranking of a hybrid search for k results
+// goes.
+func HybridDepth(k int) int { return max(4*k, 50) }
+
+// FuseHybrid is hybrid search, defined once for every VectorStore: a dense
+// and a keyword ranking, each HybridDepth(k) deep, fused by reciprocal rank
+// ([FuseRRF]). A fused hit keeps its cosine similarity when the dense
+// ranking holds it.
+func FuseHybrid(dense, keyword []Hit) []Hit {
+	sims := make(map[string]float64, len(dense))
+	for _, h := range dense {
+		sims[h.Chunk.ID] = h.Score
+	}
+	out := FuseRRF(dense, keyword)
+	for i := range out {
+		if s, ok := sims[out[i].Chunk.ID]; ok {
+			out[i].Similarity = &s
+		}
+	}
+	return out
+}
+
+// FuseRRF merges ranked lists by reciprocal rank fusion: a hit at rank r
+// (from 1) of a list scores 1/(RRFK+r), summed over the lists. Ties go to
+// the better best rank, then to the smaller id, so the order is stable.
+func FuseRRF(lists ...[]Hit) []Hit {
+	type acc struct {
+		hit   Hit
+		score float64
+		best  int
+	}
+	byID := map[string]*acc{}
+	var all []*acc
+	for _, l := range lists {
+		for i, h := range l {
+			rank := i + 1
+			a := byID[h.Chunk.ID]
+			if a == nil {
+				a = &acc{hit: h, best: rank}
+				byID[h.Chunk.ID] = a
+				all = append(all, a)
+			}
+			a.score += 1 / float64(RRFK+rank)
+			a.best = min(a.best, rank)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		if all[i].best != all[j].best {
+			return all[i].best < all[j].best
+		}
+		return all[i].hit.Chunk.ID < all[j].hit.Chunk.ID
+	})
+	out := make([]Hit, len(all))
+	for i, a := range all {
+		out[i] = a.hit
+		out[i].Score = a.score
+	}
+	return out
+}
+
+// RRFK is the reciprocal-rank-fusion constant.
+const RRFK = 60
 
 // CollectionInfo describes a collection.
 type CollectionInfo struct {

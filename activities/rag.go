@@ -1,11 +1,11 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 
@@ -127,8 +127,10 @@ type RetrieveResult struct {
 // similar, is kept; one that matches only the conversation's topic is kept
 // as on-topic; the rest are dropped. Each verdict carries its reason.
 //
-// Hybrid mode runs the dense and keyword searches and fuses them by
-// reciprocal rank, so that the filter knows each document's similarity.
+// It is the one retrieval path: qa turns and corrective queries run it as
+// an activity, `ctxflow eval` calls it directly. The search is the store's
+// own (hybrid by default: [FuseHybrid]), whose hits carry the similarity the
+// filter reads.
 func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, error) {
 	defer keepAlive(ctx)()
 	info, err := a.Store.Info(ctx)
@@ -138,56 +140,27 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 	if info.Count == 0 {
 		return RetrieveResult{Empty: true}, nil
 	}
-	topK := max(in.TopK, 1)
-	mode := in.Mode
-	if mode == "" {
-		mode = SearchHybrid
-	}
+	req := SearchRequest{Text: in.Query, Mode: cmp.Or(in.Mode, SearchHybrid), TopK: max(in.TopK, 1), Filter: in.Filter}
 	var res RetrieveResult
-	var dense, keyword []Hit
-	if mode != SearchKeyword {
-		vec, model, err := a.embedQuery(ctx, in.Query, info)
-		if err != nil {
+	if req.Mode != SearchKeyword {
+		if req.Vector, res.EmbedModel, err = a.embedQuery(ctx, in.Query, info); err != nil {
 			return res, err
 		}
-		res.EmbedModel = model
-		// Filtering happens below, with reasons: search without a minimum.
-		dense, err = a.Store.Search(ctx, SearchRequest{Vector: vec, Mode: SearchDense, TopK: topK, Filter: in.Filter})
-		if errors.Is(err, ErrDimension) { // the collection changed under us
-			return res, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("retrieve %q: dense search: %v", clipText(in.Query, 60), err), CodeDimensionMismatch, err)
-		}
-		if err != nil {
-			return res, fmt.Errorf("retrieve %q: dense search: %w", clipText(in.Query, 60), err)
-		}
 	}
-	if mode != SearchDense {
-		keyword, err = a.Store.Search(ctx, SearchRequest{Text: in.Query, Mode: SearchKeyword, TopK: topK, Filter: in.Filter})
-		if err != nil {
-			return res, fmt.Errorf("retrieve %q: keyword search: %w", clipText(in.Query, 60), err)
-		}
+	if req.Mode == SearchDense {
+		req.Text = ""
 	}
-	sims := make(map[string]float64, len(dense))
-	for _, h := range dense {
-		sims[h.Chunk.ID] = h.Score
+	hits, err := a.Store.Search(ctx, req)
+	if errors.Is(err, ErrDimension) { // the collection changed under us
+		return res, Permanent(CodeDimensionMismatch, fmt.Sprintf("retrieve %q: %v", clipText(in.Query, 60), err), err)
 	}
-	hits := dense
-	switch mode {
-	case SearchKeyword:
-		hits = keyword
-	case SearchHybrid:
-		hits = FuseRRF(dense, keyword)
-	}
-	if len(hits) > topK {
-		hits = hits[:topK]
+	if err != nil {
+		return res, fmt.Errorf("retrieve %q: %w", clipText(in.Query, 60), err)
 	}
 	for _, h := range hits {
 		d := RetrievedDoc{
 			ID: h.Chunk.ID, DocumentID: h.Chunk.DocumentID, Source: h.Chunk.Metadata["source"],
-			Text: h.Chunk.Text, Score: h.Score,
-		}
-		if s, ok := sims[h.Chunk.ID]; ok {
-			d.Similarity = &s
+			Text: h.Chunk.Text, Score: h.Score, Similarity: h.Similarity,
 		}
 		d.Kept, d.Reason = a.filter(in, d)
 		res.Docs = append(res.Docs, d)
@@ -297,50 +270,6 @@ func logger(ctx context.Context) interface{ Info(string, ...any) } {
 	}
 	return slog.Default()
 }
-
-// FuseRRF merges ranked lists by reciprocal rank fusion: a hit at rank r
-// (from 1) of a list scores 1/(RRFK+r), summed over the lists. Ties go to
-// the better best rank, then to the smaller id, so the order is stable.
-func FuseRRF(lists ...[]Hit) []Hit {
-	type acc struct {
-		hit   Hit
-		score float64
-		best  int
-	}
-	byID := map[string]*acc{}
-	var all []*acc
-	for _, l := range lists {
-		for i, h := range l {
-			rank := i + 1
-			a := byID[h.Chunk.ID]
-			if a == nil {
-				a = &acc{hit: h, best: rank}
-				byID[h.Chunk.ID] = a
-				all = append(all, a)
-			}
-			a.score += 1 / float64(RRFK+rank)
-			a.best = min(a.best, rank)
-		}
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
-		}
-		if all[i].best != all[j].best {
-			return all[i].best < all[j].best
-		}
-		return all[i].hit.Chunk.ID < all[j].hit.Chunk.ID
-	})
-	out := make([]Hit, len(all))
-	for i, a := range all {
-		out[i] = a.hit
-		out[i].Score = a.score
-	}
-	return out
-}
-
-// RRFK is the reciprocal-rank-fusion constant.
-const RRFK = 60
 
 // GradeInput asks whether one document answers a query.
 type GradeInput struct {

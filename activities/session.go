@@ -22,11 +22,9 @@ type Session struct {
 	Tokenizer  convo.Tokenizer
 	// SummaryCache reuses summaries of identical branch prefixes; may be nil.
 	SummaryCache convo.SummaryCache
-	// Knowledge, Embedder and EmbedModel let Generate answer from the
-	// knowledge base; with a nil Knowledge it answers without documents.
-	Knowledge  VectorStore
-	Embedder   Embedder
-	EmbedModel string
+	// Knowledge decides a turn's route: with documents in it, a question
+	// goes to the corrective loop; nil routes every turn to chat.
+	Knowledge VectorStore
 	// Rewriter makes follow-ups stand alone before retrieval; may be nil.
 	Rewriter QueryRewriter
 	// SmallTalk tells greetings and thanks, which skip retrieval; may be nil.
@@ -224,12 +222,8 @@ type GenerateInput struct {
 	SummaryID string       `json:"summaryId,omitempty"`
 	Model     string       `json:"model"`
 	Options   ModelOptions `json:"options"`
-	// TopK > 0 retrieves that many knowledge-base chunks for the question.
-	TopK int `json:"topK,omitempty"`
-	// RewriteQuery resolves the question against the conversation first.
-	RewriteQuery bool `json:"rewriteQuery,omitempty"`
 	// UseDocs shows Docs (the corrective loop's graded documents; none
-	// means nothing relevant was found) instead of retrieving.
+	// means nothing relevant was found).
 	UseDocs bool      `json:"useDocs,omitempty"`
 	Docs    []DocText `json:"docs,omitempty"`
 }
@@ -284,29 +278,6 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	var res GenerateResult
 	if in.UseDocs {
 		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: DocumentsMessage(in.Docs)})
-		in.TopK, in.RewriteQuery = 0, false
-	}
-	query := ""
-	if len(msgs) > 0 {
-		query = msgs[len(msgs)-1].Content
-	}
-	if in.RewriteQuery && a.Rewriter != nil && len(msgs) > 1 {
-		q, err := a.Rewriter.Rewrite(ctx, query, msgs[:len(msgs)-1])
-		if err != nil {
-			return res, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
-		}
-		if q != query {
-			query, res.RewrittenQuery = q, q
-		}
-	}
-	if in.TopK > 0 && a.Knowledge != nil && query != "" {
-		docs, refs, err := a.retrieve(ctx, query, in.TopK)
-		if err != nil {
-			res.RetrievalError = err.Error()
-		} else if docs != "" {
-			head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: docs})
-			res.Docs = refs
-		}
 	}
 	view = append(head, view...)
 	defer keepAlive(ctx)()
@@ -325,34 +296,6 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	res.Answer, res.Model, res.Engine = answer, model, a.Engine
 	res.PromptTokens, res.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
 	return res, nil
-}
-
-// retrieve searches the knowledge base for a question (hybrid: dense and
-// keyword) and renders the hits as "[id] text" blocks, the form both the
-// offline engine and a prompted model read.
-func (a *Session) retrieve(ctx context.Context, question string, topK int) (string, []DocRef, error) {
-	info, err := a.Knowledge.Info(ctx)
-	if err != nil || info.Count == 0 {
-		return "", nil, err
-	}
-	vs, err := a.Embedder.Embed(ctx, a.EmbedModel, []string{question})
-	if err != nil {
-		return "", nil, fmt.Errorf("embed question: %w", err)
-	}
-	hits, err := a.Knowledge.Search(ctx, SearchRequest{Vector: vs[0], Text: question, Mode: SearchHybrid, TopK: topK})
-	if err != nil {
-		return "", nil, fmt.Errorf("search: %w", err)
-	}
-	if len(hits) == 0 {
-		return "", nil, nil
-	}
-	docs := make([]DocText, len(hits))
-	refs := make([]DocRef, len(hits))
-	for i, h := range hits {
-		docs[i] = DocText{ID: h.Chunk.ID, Text: h.Chunk.Text}
-		refs[i] = DocRef{ID: h.Chunk.ID, Score: h.Score, Source: h.Chunk.Metadata["source"]}
-	}
-	return DocumentsMessage(docs), refs, nil
 }
 
 // SaveAnswerInput stores a turn's answer.

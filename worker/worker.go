@@ -85,7 +85,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	return &Ports{
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
-			Knowledge: vectors, Embedder: embedder, EmbedModel: embedModel, Rewriter: offline.Rewriter{},
+			Knowledge: vectors, Rewriter: offline.Rewriter{},
 			SmallTalk: offlineEngine,
 		},
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Tokenizer: tok, EmbedModel: embedModel, Alternatives: embs[1:]},

@@ -68,13 +68,12 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	if lc.SummaryUsed {
 		summaryID = s.summaryID()
 	}
+	// Before the corrective loop (histories of its version 0) Generate
+	// also retrieved; retrieval is the corrective loop's alone now, and the
+	// old histories replay Generate's recorded results.
 	gin := activities.GenerateInput{
 		Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
 		SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
-		TopK: cfg.TopK, RewriteQuery: cfg.EnableQueryRewriting,
-	}
-	if corrective {
-		gin.TopK, gin.RewriteQuery = 0, false // retrieval is the corrective loop's
 	}
 	var gen activities.GenerateResult
 	if lc.Route == activities.RouteQA {

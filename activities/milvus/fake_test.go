@@ -31,8 +31,7 @@ import (
 // and records every request for the tests to inspect. Searches really run:
 // cosine similarity for float vectors (a zero vector stays zero and scores
 // 0, as in Milvus), BM25 over a stand-in analyser (lower-cased Latin words,
-// CJK bigrams) for the BM25 function's sparse field, and RRF in float32 for
-// hybrid search, as Milvus computes it. Filters are parsed for the forms the
+// CJK bigrams) for the BM25 function's sparse field. Filters are parsed for the forms the
 // adapter emits and anything else is an error, so the adapter cannot emit
 // an expression the fake silently misreads.
 type fakeMilvus struct {
@@ -469,49 +468,13 @@ func (f *fakeMilvus) Search(_ context.Context, req *milvuspb.SearchRequest) (*mi
 	return c.results(res, req.GetOutputFields())
 }
 
+// HybridSearch is recorded and refused: the adapter fuses hybrid searches
+// itself (activities.FuseHybrid).
 func (f *fakeMilvus) HybridSearch(_ context.Context, req *milvuspb.HybridSearchRequest) (*milvuspb.SearchResults, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.log.hybrids = append(f.log.hybrids, req)
-	c, st := f.coll(req.GetCollectionName())
-	if st != nil {
-		return &milvuspb.SearchResults{Status: st}, nil
-	}
-	rank := kv(req.GetRankParams())
-	var rrf struct{ K float64 }
-	if rank["strategy"] != "rrf" || json.Unmarshal([]byte(rank["params"]), &rrf) != nil || rrf.K <= 0 {
-		return &milvuspb.SearchResults{Status: fail("fake supports the rrf reranker only, got %v", rank)}, nil
-	}
-	limit, err := strconv.Atoi(rank["limit"])
-	if err != nil || limit <= 0 {
-		return &milvuspb.SearchResults{Status: fail("limit %q", rank["limit"])}, nil
-	}
-	if n := len(req.GetRequests()); n == 0 || n > 1024 {
-		return &milvuspb.SearchResults{Status: fail("%d sub-requests", n)}, nil
-	}
-	// Milvus's RRF: float32, ranks from 1, lists in request order.
-	k := float32(rrf.K)
-	fused := map[string]*scored{}
-	for _, sub := range req.GetRequests() {
-		list, err := c.search(sub)
-		if err != nil {
-			return &milvuspb.SearchResults{Status: fail("hybrid search: %v", err)}, nil
-		}
-		for i, h := range list {
-			a := fused[h.row.id]
-			if a == nil {
-				a = &scored{row: h.row}
-				fused[h.row.id] = a
-			}
-			a.score += 1 / (k + float32(i+1))
-		}
-	}
-	all := make([]scored, 0, len(fused))
-	for _, a := range fused {
-		all = append(all, *a)
-	}
-	sortScored(all)
-	return c.results(all[:min(limit, len(all))], req.GetOutputFields())
+	return &milvuspb.SearchResults{Status: fail("the fake does not run hybrid searches")}, nil
 }
 
 func sortScored(s []scored) {
@@ -523,7 +486,7 @@ func sortScored(s []scored) {
 	})
 }
 
-// search runs one ANN request (a Search, or one request of a HybridSearch).
+// search runs one ANN request.
 func (c *fakeColl) search(req *milvuspb.SearchRequest) ([]scored, error) {
 	if !c.loaded {
 		return nil, errors.New("collection not loaded")

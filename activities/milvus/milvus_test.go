@@ -273,34 +273,33 @@ func TestSearchRequests(t *testing.T) {
 	tests := []struct {
 		name   string
 		req    activities.SearchRequest
-		search *sub   // the Search request, if one
-		hybrid []sub  // the HybridSearch's requests, if one
-		rank   string // the HybridSearch's limit
+		search *sub  // the Search request, if one
+		hybrid []sub // a hybrid search's two Search requests, if one
 		dsl    string
 	}{
-		{"dense", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec, TopK: 3}, &sub{dense(3, 64), "vector"}, nil, "", ""},
-		{"dense default TopK", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec}, &sub{dense(10, 64), "vector"}, nil, "", ""},
-		{"dense deep", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec, TopK: 100}, &sub{dense(100, 100), "vector"}, nil, "", ""},
-		{"dense TopK capped", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec, TopK: 20000}, &sub{dense(16384, 16384), "vector"}, nil, "", ""},
+		{"dense", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec, TopK: 3}, &sub{dense(3, 64), "vector"}, nil, ""},
+		{"dense default TopK", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec}, &sub{dense(10, 64), "vector"}, nil, ""},
+		{"dense deep", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec, TopK: 100}, &sub{dense(100, 100), "vector"}, nil, ""},
+		{"dense TopK capped", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec, TopK: 20000}, &sub{dense(16384, 16384), "vector"}, nil, ""},
 		{"dense filtered", activities.SearchRequest{Mode: activities.SearchDense, Vector: vec, TopK: 3, Filter: map[string]string{"lang": "en", "a": "b"}},
-			&sub{dense(3, 64), "vector"}, nil, "", `metadata["a"] == "b" && metadata["lang"] == "en"`},
-		{"dense zero vector sends nothing", activities.SearchRequest{Mode: activities.SearchDense, Vector: make([]float32, 4)}, nil, nil, "", ""},
-		{"keyword", activities.SearchRequest{Mode: activities.SearchKeyword, Text: "hello 你好", TopK: 5}, &sub{keyword(5), "hello 你好"}, nil, "", ""},
+			&sub{dense(3, 64), "vector"}, nil, `metadata["a"] == "b" && metadata["lang"] == "en"`},
+		{"dense zero vector sends nothing", activities.SearchRequest{Mode: activities.SearchDense, Vector: make([]float32, 4)}, nil, nil, ""},
+		{"keyword", activities.SearchRequest{Mode: activities.SearchKeyword, Text: "hello 你好", TopK: 5}, &sub{keyword(5), "hello 你好"}, nil, ""},
 		{"keyword filtered", activities.SearchRequest{Mode: activities.SearchKeyword, Text: "hello", TopK: 5, Filter: map[string]string{"lang": `en"`}},
-			&sub{keyword(5), "hello"}, nil, "", `metadata["lang"] == "en\""`},
-		{"keyword without text sends nothing", activities.SearchRequest{Mode: activities.SearchKeyword, TopK: 5}, nil, nil, "", ""},
-		{"mode from the vector", activities.SearchRequest{Vector: vec, TopK: 2}, &sub{dense(2, 64), "vector"}, nil, "", ""},
-		{"mode from the text", activities.SearchRequest{Text: "hello", TopK: 2}, &sub{keyword(2), "hello"}, nil, "", ""},
+			&sub{keyword(5), "hello"}, nil, `metadata["lang"] == "en\""`},
+		{"keyword without text sends nothing", activities.SearchRequest{Mode: activities.SearchKeyword, TopK: 5}, nil, nil, ""},
+		{"mode from the vector", activities.SearchRequest{Vector: vec, TopK: 2}, &sub{dense(2, 64), "vector"}, nil, ""},
+		{"mode from the text", activities.SearchRequest{Text: "hello", TopK: 2}, &sub{keyword(2), "hello"}, nil, ""},
 		{"hybrid", activities.SearchRequest{Mode: activities.SearchHybrid, Vector: vec, Text: "hello", TopK: 5},
-			nil, []sub{{dense(50, 64), "vector"}, {keyword(50), "hello"}}, "5", ""},
+			nil, []sub{{dense(50, 64), "vector"}, {keyword(50), "hello"}}, ""},
 		{"hybrid deep", activities.SearchRequest{Mode: activities.SearchHybrid, Vector: vec, Text: "hello", TopK: 20, Filter: map[string]string{"lang": "en"}},
-			nil, []sub{{dense(80, 80), "vector"}, {keyword(80), "hello"}}, "20", `metadata["lang"] == "en"`},
+			nil, []sub{{dense(80, 80), "vector"}, {keyword(80), "hello"}}, `metadata["lang"] == "en"`},
 		{"mode from both", activities.SearchRequest{Vector: vec, Text: "hello", TopK: 1},
-			nil, []sub{{dense(50, 64), "vector"}, {keyword(50), "hello"}}, "1", ""},
+			nil, []sub{{dense(50, 64), "vector"}, {keyword(50), "hello"}}, ""},
 		{"hybrid zero vector", activities.SearchRequest{Mode: activities.SearchHybrid, Vector: make([]float32, 4), Text: "hello", TopK: 5},
-			nil, []sub{{keyword(50), "hello"}}, "5", ""},
+			nil, []sub{{keyword(50), "hello"}}, ""},
 		{"hybrid vector only", activities.SearchRequest{Mode: activities.SearchHybrid, Vector: vec, TopK: 5},
-			nil, []sub{{dense(50, 64), "vector"}}, "5", ""},
+			nil, []sub{{dense(50, 64), "vector"}}, ""},
 	}
 	check := func(t *testing.T, req *milvuspb.SearchRequest, want sub, dsl string) {
 		t.Helper()
@@ -329,36 +328,20 @@ func TestSearchRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			searches, hybrids := f.requests().searches[ns:], f.requests().hybrids[nh:]
-			if want := tc.search != nil; len(searches) != map[bool]int{true: 1}[want] {
-				t.Fatalf("%d Search requests, want %v", len(searches), want)
-			}
-			if want := tc.hybrid != nil; len(hybrids) != map[bool]int{true: 1}[want] {
-				t.Fatalf("%d HybridSearch requests, want %v", len(hybrids), want)
-			}
+			want := tc.hybrid
 			if tc.search != nil {
-				req := searches[0]
+				want = []sub{*tc.search}
+			}
+			if len(searches) != len(want) || len(hybrids) != 0 {
+				t.Fatalf("%d Search and %d HybridSearch requests, want %d and 0", len(searches), len(hybrids), len(want))
+			}
+			for i, w := range want {
+				req := searches[i]
 				if req.GetCollectionName() != name || !slices.Equal(req.GetOutputFields(), out) ||
 					req.GetConsistencyLevel() != commonpb.ConsistencyLevel_Strong || req.GetUseDefaultConsistency() || req.GetNq() != 1 {
 					t.Errorf("Search on %q, output %v, consistency %v (default %v), nq %d", req.GetCollectionName(), req.GetOutputFields(), req.GetConsistencyLevel(), req.GetUseDefaultConsistency(), req.GetNq())
 				}
-				check(t, req, *tc.search, tc.dsl)
-			}
-			if tc.hybrid != nil {
-				req := hybrids[0]
-				if req.GetCollectionName() != name || !slices.Equal(req.GetOutputFields(), out) ||
-					req.GetConsistencyLevel() != commonpb.ConsistencyLevel_Strong || req.GetUseDefaultConsistency() {
-					t.Errorf("HybridSearch on %q, output %v, consistency %v (default %v)", req.GetCollectionName(), req.GetOutputFields(), req.GetConsistencyLevel(), req.GetUseDefaultConsistency())
-				}
-				wantRank := map[string]string{"strategy": "rrf", "params": `{"k":60}`, "limit": tc.rank}
-				if r := kv(req.GetRankParams()); !maps.Equal(r, wantRank) {
-					t.Errorf("rank params %v, want %v", r, wantRank)
-				}
-				if len(req.GetRequests()) != len(tc.hybrid) {
-					t.Fatalf("%d sub-requests, want %d", len(req.GetRequests()), len(tc.hybrid))
-				}
-				for i, want := range tc.hybrid {
-					check(t, req.GetRequests()[i], want, tc.dsl)
-				}
+				check(t, req, w, tc.dsl)
 			}
 		})
 	}
@@ -507,55 +490,8 @@ func TestClose(t *testing.T) {
 	}
 }
 
-// milvusRRF is Milvus's float32 reciprocal-rank-fusion score of a chunk
-// found at the given ranks.
-func milvusRRF(ranks ...int) float32 {
-	var s float32
-	for _, r := range ranks {
-		s += 1 / (float32(RRFK) + float32(r))
-	}
-	return s
-}
-
-func TestRRFScore(t *testing.T) {
-	const depth = 200
-	exact := func(ranks ...int) float64 {
-		var s float64
-		for _, r := range ranks {
-			s += 1 / float64(RRFK+r)
-		}
-		return s
-	}
-	if got, _ := rrfScore(milvusRRF(1, 1), 2, 50); got != 2.0/61 || float64(milvusRRF(1, 1)) >= 2.0/61-1e-9 {
-		t.Errorf("rank 1 in both lists: %v (Milvus says %v), want exactly 2/61", got, milvusRRF(1, 1))
-	}
-	worst := 0.0
-	for a := 1; a <= depth; a++ {
-		if got, best := rrfScore(milvusRRF(a), 1, depth); got != exact(a) || best != a {
-			t.Fatalf("one list, rank %d: %v (best %d), want %v", a, got, best, exact(a))
-		}
-		if got, _ := rrfScore(milvusRRF(a), 2, depth); got != exact(a) && math.Abs(got-exact(a)) > 1e-15 {
-			t.Fatalf("two lists, found by one at rank %d: %v, want %v", a, got, exact(a))
-		}
-		for b := a; b <= depth; b++ {
-			got, best := rrfScore(milvusRRF(a, b), 2, depth)
-			d := math.Abs(got - exact(a, b))
-			worst = max(worst, d)
-			// Some scores have several rank pairs (1/72+1/72 = 1/63+1/84):
-			// the score is still exact, the best rank the smallest possible.
-			if a <= 20 && b <= 20 && (d > 1e-15 || best > a) {
-				t.Fatalf("ranks %d, %d: %v (best %d), want %v (best ≤ %d)", a, b, got, best, exact(a, b), a)
-			}
-			if d > 4e-9 { // float32 resolution at these scores
-				t.Fatalf("ranks %d, %d: %v, want %v", a, b, got, exact(a, b))
-			}
-		}
-	}
-	t.Logf("worst recovery error over ranks ≤ %d: %g", depth, worst)
-}
-
-// TestHybridScores checks the hybrid scores and order the adapter reports
-// from Milvus's float32 fusion against the embedded store's definition.
+// TestHybridScores checks the hybrid scores and order, and the dense
+// hits' similarity, against the embedded store's definition.
 func TestHybridScores(t *testing.T) {
 	_, addr := startFake(t)
 	s := openT(t, Options{Address: addr, Collection: newName("hybrid"), Dimension: 2})
@@ -582,6 +518,9 @@ func TestHybridScores(t *testing.T) {
 	for i, h := range hits {
 		if h.Chunk.ID != want[i].Chunk.ID || h.Score != want[i].Score {
 			t.Errorf("hit %d: %s %v, want %s %v", i, h.Chunk.ID, h.Score, want[i].Chunk.ID, want[i].Score)
+		}
+		if h.Similarity == nil || (h.Chunk.ID == "both" && *h.Similarity < 0.999) {
+			t.Errorf("hit %s: similarity %v", h.Chunk.ID, h.Similarity)
 		}
 	}
 }

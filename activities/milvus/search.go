@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -131,101 +129,37 @@ func (s *Store) search(ctx context.Context, q subSearch, k int, filter string) (
 	if q.dense {
 		for i := range hits {
 			// float32 rounding can take a cosine just past ±1.
-			hits[i].Score = max(-1, min(1, hits[i].Score))
+			score := max(-1, min(1, hits[i].Score))
+			hits[i].Score, hits[i].Similarity = score, &score
 		}
 	}
 	return hits, nil
 }
 
-// hybrid fuses a dense and a keyword search, each max(4k, 50) deep (as in
-// the embedded store), by Milvus's RRF reranker.
+// hybrid is [activities.FuseHybrid] over a dense and a keyword search of
+// the collection (the fusion is the embedded store's, so that both rank
+// alike and the relevance filter knows each dense hit's similarity).
 func (s *Store) hybrid(ctx context.Context, req activities.SearchRequest, k int, filter string) ([]activities.Hit, error) {
-	var subs []subSearch
+	depth := min(activities.HybridDepth(k), maxTopK)
+	var dense, kw []activities.Hit
 	if len(req.Vector) > 0 {
 		d, err := s.dense(req.Vector)
 		if err != nil {
 			return nil, err
 		}
 		if d != nil {
-			subs = append(subs, *d)
-		}
-	}
-	if req.Text != "" {
-		subs = append(subs, keyword(req.Text))
-	}
-	if len(subs) == 0 {
-		return nil, nil
-	}
-	depth := min(max(4*k, 50), maxTopK)
-	reqs := make([]*milvusclient.AnnRequest, len(subs))
-	for i, q := range subs {
-		reqs[i] = q.request(depth, filter)
-	}
-	opt := milvusclient.NewHybridSearchOption(s.name, k, reqs...).
-		WithReranker(milvusclient.NewRRFReranker().WithK(RRFK)).
-		WithOutputFields(outputFields...).
-		WithConsistencyLevel(entity.ClStrong)
-	rss, err := s.client.HybridSearch(ctx, opt)
-	if err != nil {
-		return nil, fmt.Errorf("milvus hybrid search %s: %w", s.name, err)
-	}
-	hits, err := s.hits(rss)
-	if err != nil {
-		return nil, err
-	}
-	best := make(map[string]int, len(hits))
-	for i, h := range hits {
-		hits[i].Score, best[h.Chunk.ID] = rrfScore(float32(h.Score), len(subs), depth)
-	}
-	// The embedded store's order: score, then best rank, then id.
-	sort.SliceStable(hits, func(i, j int) bool {
-		a, b := hits[i], hits[j]
-		if a.Score != b.Score {
-			return a.Score > b.Score
-		}
-		if best[a.Chunk.ID] != best[b.Chunk.ID] {
-			return best[a.Chunk.ID] < best[b.Chunk.ID]
-		}
-		return a.Chunk.ID < b.Chunk.ID
-	})
-	return hits, nil
-}
-
-// rrfScore recovers the exact score of a hybrid hit and its best rank.
-// Milvus sums 1/(RRFK+rank) in float32, so a chunk first in both lists
-// comes back as float32(2/61) = 2/61 - 1.8e-9, which a MinScore of 2/61
-// would drop although the embedded store keeps it. The exact score is a sum
-// of one term per list that found the chunk, with ranks in 1..depth:
-// rrfScore returns the candidate nearest to got (exact for the shallow ranks
-// that matter; within float32 rounding of got in any case).
-func rrfScore(got float32, lists, depth int) (score float64, best int) {
-	s := float64(got)
-	if !(s > 0) || math.IsInf(s, 0) {
-		return s, depth
-	}
-	term := func(r int) float64 { return 1 / float64(RRFK+r) }
-	// One list: s = 1/(RRFK+a).
-	best = min(max(int(math.Round(1/s-RRFK)), 1), depth)
-	score = term(best)
-	if lists < 2 {
-		return score, best
-	}
-	// Two lists, ranks a <= b: term(a) < s <= 2·term(a).
-	lo := max(1, int(math.Floor(1/s-RRFK)))
-	hi := min(depth, int(math.Ceil(2/s-RRFK)))
-	for a := lo; a <= hi; a++ {
-		rest := s - term(a)
-		if rest <= 0 {
-			continue
-		}
-		b0 := int(math.Round(1/rest - RRFK))
-		for b := max(a, b0-1); b <= min(depth, b0+1); b++ {
-			if v := term(a) + term(b); math.Abs(v-s) < math.Abs(score-s) {
-				score, best = v, a
+			if dense, err = s.search(ctx, *d, depth, filter); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return score, best
+	if req.Text != "" {
+		var err error
+		if kw, err = s.search(ctx, keyword(req.Text), depth, filter); err != nil {
+			return nil, err
+		}
+	}
+	return activities.FuseHybrid(dense, kw), nil
 }
 
 // hits reads the chunks of a one-query search answer; Score is Milvus's.

@@ -12,15 +12,17 @@ import (
 	"github.com/ctxflow/ctxflow/convo"
 )
 
-// The evaluation sets are not part of the repository (rewrite-zh may not be
-// redistributed): they are read from CTXFLOW_EVALDATA, by default
-// ../shared/evaldata beside the checkout (where CI puts shared/), and a
-// missing set fails the test.
-func evalDir() string {
+// The rewrite tests read small samples in testdata/eval (see its
+// SOURCE.md); with CTXFLOW_EVALDATA set (e.g. to ../shared/evaldata) they
+// read the whole dev sets there instead, <set>/cases.jsonl.
+func casesPath(set string) string {
 	if d := os.Getenv("CTXFLOW_EVALDATA"); d != "" {
-		return d
+		if set == "zh" {
+			set = "rewrite-zh"
+		}
+		return filepath.Join(d, set, "cases.jsonl")
 	}
-	return filepath.Join("..", "..", "..", "shared", "evaldata") // from activities/offline
+	return filepath.Join("testdata", "eval", set+".jsonl")
 }
 
 type evalTurn struct {
@@ -41,9 +43,9 @@ type evalCase struct {
 // loadCases reads a data set's cases.jsonl; a missing set fails the test.
 func loadCases(t testing.TB, set string) []evalCase {
 	t.Helper()
-	f, err := os.Open(filepath.Join(evalDir(), set, "cases.jsonl"))
+	f, err := os.Open(casesPath(set))
 	if os.IsNotExist(err) {
-		t.Fatalf("evaluation set %s not found under %s: run beside ../shared or set CTXFLOW_EVALDATA", set, evalDir())
+		t.Fatalf("evaluation set %s not found: %v", set, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -206,13 +208,21 @@ func (r rate) value() float64 {
 	return float64(r.hit) / float64(r.n)
 }
 
-// TestEvalRewrite measures the rewriter on every case of the evaluation
-// sets (7,315 turns) and holds it to the rates it reaches. The rules were
-// written while looking at these same sets (there is no held-out split), so
-// the rates are optimistic for other conversations.
+// TestEvalRewrite measures the rewriter on the evaluation samples and
+// holds it to the rates it reaches there: a regression test. The rules were
+// written while looking at the whole sets (there is no held-out split), so
+// the rates are optimistic for other conversations; the Chinese sample was
+// written after the rules.
 func TestEvalRewrite(t *testing.T) {
-	zhCases := loadCases(t, "rewrite-zh")
-	sets := []string{"canard", "camrest-gecor", "cqr-kvret"}
+	zhCases := loadCases(t, "zh")
+	sets := []string{"camrest-gecor", "cqr-kvret"}
+	// The rates each measure must keep: on the samples, and on the whole
+	// dev sets (with canard) when CTXFLOW_EVALDATA points at them.
+	mins := []float64{0.90, 0.93, 0.95, 0.94, 0.70, 0.70, 0.02, 0.06}
+	if os.Getenv("CTXFLOW_EVALDATA") != "" {
+		sets = append(sets, "canard")
+		mins = []float64{0.95, 0.95, 0.97, 0.94, 0.62, 0.70, 0.18, 0.38}
+	}
 	en := map[string][]evalCase{}
 	for _, s := range sets {
 		en[s] = loadCases(t, s)
@@ -268,8 +278,8 @@ func TestEvalRewrite(t *testing.T) {
 		t.Logf("%s %s cases: gold entity in the rewrite %.3f, part of it %.3f, of %d", name, kind, strict.value(), loose.value(), strict.n)
 		return strict, loose
 	}
-	zhStrict, zhLoose := recall("rewrite-zh", zhCases, true, true)
-	recall("rewrite-zh", zhCases, true, false)
+	zhStrict, zhLoose := recall("zh", zhCases, true, true)
+	recall("zh", zhCases, true, false)
 	var enStrict, enLoose rate
 	for _, s := range sets {
 		st, lo := recall(s, en[s], false, true)
@@ -279,21 +289,21 @@ func TestEvalRewrite(t *testing.T) {
 	}
 	t.Logf("en pronoun cases, all sets: gold entity in the rewrite %.3f, part of it %.3f, of %d", enStrict.value(), enLoose.value(), enStrict.n)
 
-	for _, c := range []struct {
-		name     string
-		got, min float64
+	for i, c := range []struct {
+		name string
+		got  float64
 	}{
-		{"en unchanged when no rewrite is needed", enNatural.value(), 0.95},
-		{"en gold rewrites unchanged", enGold.value(), 0.95},
-		{"zh gold rewrites unchanged", zhGold.value(), 0.97},
-		{"zh topic switches unchanged", zhForeign.value(), 0.94},
-		{"zh pronoun cases with the gold entity", zhStrict.value(), 0.62},
-		{"zh pronoun cases with part of it", zhLoose.value(), 0.70},
-		{"en pronoun cases with the gold entity", enStrict.value(), 0.18},
-		{"en pronoun cases with part of it", enLoose.value(), 0.38},
+		{"en unchanged when no rewrite is needed", enNatural.value()},
+		{"en gold rewrites unchanged", enGold.value()},
+		{"zh gold rewrites unchanged", zhGold.value()},
+		{"zh topic switches unchanged", zhForeign.value()},
+		{"zh pronoun cases with the gold entity", zhStrict.value()},
+		{"zh pronoun cases with part of it", zhLoose.value()},
+		{"en pronoun cases with the gold entity", enStrict.value()},
+		{"en pronoun cases with part of it", enLoose.value()},
 	} {
-		if c.got < c.min {
-			t.Errorf("%s: %.3f, below %.2f", c.name, c.got, c.min)
+		if c.got < mins[i] {
+			t.Errorf("%s: %.3f, below %.2f", c.name, c.got, mins[i])
 		}
 	}
 }

@@ -760,7 +760,8 @@ func (s *Store) dense(vec []float32, k int, filter map[string]string) ([]activit
 	})
 	hits := make([]activities.Hit, len(h))
 	for i, c := range h {
-		hits[i] = activities.Hit{Chunk: c.e.chunk(), Score: float64(c.score)}
+		score := float64(c.score)
+		hits[i] = activities.Hit{Chunk: c.e.chunk(), Score: score, Similarity: &score}
 	}
 	return hits, nil
 }
@@ -816,22 +817,20 @@ func (s *Store) keyword(ctx context.Context, text string, k int, filter map[stri
 	return hits, nil
 }
 
+// hybrid is [activities.FuseHybrid] over this store's two rankings.
 func (s *Store) hybrid(ctx context.Context, req activities.SearchRequest, k int) ([]activities.Hit, error) {
-	depth := max(4*k, 50)
-	var lists [][]activities.Hit
+	depth := activities.HybridDepth(k)
+	var dense, kw []activities.Hit
+	var err error
 	if len(req.Vector) > 0 {
-		d, err := s.dense(req.Vector, depth, req.Filter)
-		if err != nil {
+		if dense, err = s.dense(req.Vector, depth, req.Filter); err != nil {
 			return nil, err
 		}
-		lists = append(lists, d)
 	}
 	if req.Text != "" {
-		kw, err := s.keyword(ctx, req.Text, depth, req.Filter)
-		if err != nil {
+		if kw, err = s.keyword(ctx, req.Text, depth, req.Filter); err != nil {
 			return nil, err
 		}
-		lists = append(lists, kw)
 	}
-	return activities.FuseRRF(lists...), nil
+	return activities.FuseHybrid(dense, kw), nil
 }

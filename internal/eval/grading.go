@@ -68,11 +68,7 @@ func (r GradingReport) Write(w io.Writer) {
 // scores their verdicts against the gold passages.
 func (s *Set) Grading(ctx context.Context, k int) (GradingReport, error) {
 	rep := GradingReport{Set: s.Name, K: k, Cases: len(s.Cases)}
-	engine := &offline.Engine{}
-	rag := &activities.RAG{
-		Store: s.store, Embedders: []activities.NamedEmbedder{{Embedder: engine, Model: offline.ModelName}},
-		Grader: engine, Relevance: engine,
-	}
+	rag := s.rag
 	threshold := 0.3 // the default similarityThreshold
 	for _, c := range s.Cases {
 		q := offline.Rewrite(c.Question, c.History).Query

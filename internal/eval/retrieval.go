@@ -1,6 +1,8 @@
-// Package eval measures ctxflow against the public development sets in
-// ../shared/evaldata: retrieval recall on a closed corpus, per search mode
-// and per query form (as asked, rewritten offline, gold rewrite).
+// Package eval measures ctxflow against public development sets in the
+// common JSONL format (make eval: ../shared/evaldata; the tests: small
+// samples in testdata): retrieval recall on a closed corpus, per search
+// mode and per query form (as asked, rewritten offline, gold rewrite),
+// through the retrieval path qa turns run (activities.RAG.Retrieve).
 package eval
 
 import (
@@ -88,6 +90,7 @@ type Set struct {
 	Passages int
 	Cases    []GoldCase
 	store    *vecstore.Store
+	rag      *activities.RAG
 }
 
 // GoldCase is a case with its gold passages that are in the corpus and its
@@ -113,7 +116,11 @@ func Load(ctx context.Context, dir string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := &Set{Name: filepath.Base(dir), Passages: len(passages), store: store}
+	engine := &offline.Engine{}
+	set := &Set{Name: filepath.Base(dir), Passages: len(passages), store: store, rag: &activities.RAG{
+		Store: store, Embedders: []activities.NamedEmbedder{{Embedder: engine, Model: offline.ModelName}},
+		Grader: engine, Relevance: engine,
+	}}
 	for _, c := range cases {
 		gc := GoldCase{Case: c, History: make([]convo.Message, len(c.History))}
 		for _, id := range c.GoldIDs {
@@ -139,11 +146,32 @@ func Load(ctx context.Context, dir string) (*Set, error) {
 // Close releases the set's index.
 func (s *Set) Close() error { return s.store.Close() }
 
+// Store is the set's index: the embedded store, its passages embedded by
+// the offline engine.
+func (s *Set) Store() activities.VectorStore { return s.store }
+
+// RAG is the retrieval the set is measured with: the activities a worker
+// runs, over the set's index.
+func (s *Set) RAG() *activities.RAG { return s.rag }
+
+// Ranked returns the ids that retrieval ranks for query, best first, as a
+// qa turn's retrieval would rank them.
+func (s *Set) Ranked(ctx context.Context, query string, mode activities.SearchMode, k int) ([]string, error) {
+	res, err := s.rag.Retrieve(ctx, activities.RetrieveInput{Query: query, TopK: k, Mode: mode})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(res.Docs))
+	for i, d := range res.Docs {
+		ids[i] = d.ID
+	}
+	return ids, nil
+}
+
 // Retrieval measures recall@k: per case, the share of its gold passages
 // found in the top k, averaged over cases.
 func (s *Set) Retrieval(ctx context.Context, k int) (Report, error) {
 	rep := Report{Set: s.Name, K: k, Cases: len(s.Cases), Passages: s.Passages}
-	emb := offline.Embedder{}
 	sums := map[[2]string]float64{}
 	for _, c := range s.Cases {
 		queries := map[string]string{
@@ -152,16 +180,14 @@ func (s *Set) Retrieval(ctx context.Context, k int) (Report, error) {
 			"gold":      c.GoldRewrite,
 		}
 		for _, form := range []string{"asked", "rewritten", "gold"} {
-			q := queries[form]
-			vec := emb.Embed([]string{q})[0]
 			for _, mode := range []activities.SearchMode{activities.SearchDense, activities.SearchKeyword, activities.SearchHybrid} {
-				hits, err := s.store.Search(ctx, activities.SearchRequest{Vector: vec, Text: q, Mode: mode, TopK: k})
+				ids, err := s.Ranked(ctx, queries[form], mode, k)
 				if err != nil {
 					return rep, fmt.Errorf("case %s: %w", c.ID, err)
 				}
 				found := 0
 				for _, id := range c.Gold {
-					if slices.ContainsFunc(hits, func(h activities.Hit) bool { return h.Chunk.ID == id }) {
+					if slices.Contains(ids, id) {
 						found++
 					}
 				}
@@ -184,7 +210,7 @@ func index(ctx context.Context, passages []Passage) (*vecstore.Store, map[string
 	if err != nil {
 		return nil, nil, err
 	}
-	emb := offline.Embedder{}
+	emb := &offline.Engine{}
 	inCorpus := map[string]bool{}
 	for start := 0; start < len(passages); start += 256 {
 		batch := passages[start:min(start+256, len(passages))]
@@ -192,7 +218,11 @@ func index(ctx context.Context, passages []Passage) (*vecstore.Store, map[string
 		for i, p := range batch {
 			texts[i] = p.Text
 		}
-		vs := emb.Embed(texts)
+		vs, err := emb.Embed(ctx, offline.ModelName, texts)
+		if err != nil {
+			_ = store.Close()
+			return nil, nil, fmt.Errorf("embed passages: %w", err)
+		}
 		chunks := make([]activities.Chunk, len(batch))
 		for i, p := range batch {
 			chunks[i] = activities.Chunk{ID: p.ID, DocumentID: p.ID, Text: p.Text, Vector: vs[i]}
