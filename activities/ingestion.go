@@ -15,11 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"go.temporal.io/sdk/temporal"
-
-	"github.com/ctxflow/ctxflow/activities/ingest"
-	"github.com/ctxflow/ctxflow/convo"
 )
 
 // Ingest holds the ports of the ingestion activities: documents are read
@@ -32,16 +27,16 @@ import (
 //
 // The zero value of the unexported fields is ready to use.
 type Ingest struct {
-	Store     VectorStore
-	Embedder  Embedder
-	Tokenizer convo.Tokenizer
+	Store    VectorStore
+	Embedder Embedder
+	// Parser reads and chunks documents.
+	Parser DocumentParser
 	// EmbedModel is the embedding model's name.
 	EmbedModel string
 	// Alternatives are tried, in order, when the collection's dimension
 	// is not the embedder's (as retrieval does: the collection keeps one
 	// embedding space).
 	Alternatives []NamedEmbedder
-	Chunk        ingest.ChunkOptions
 
 	cache pieceCache
 	dims  sync.Map // embedding model → dimension
@@ -159,31 +154,33 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 // message says why (e.g. the bad line of a JSONL document) and names the
 // document by source (or its id), never by its path on the worker. With
 // wantHash set, a document whose bytes no longer have that hash is refused.
-func (a *Ingest) pieces(documentID, path, source, wantHash string) ([]ingest.Piece, ingest.Document, error) {
+func (a *Ingest) pieces(documentID, path, source, wantHash string) ([]Piece, docInfo, error) {
 	name := cmp.Or(source, documentID)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %s", name, fileError(err)), CodeInvalidArgument, nil)
+		return nil, docInfo{}, Permanent(CodeInvalidArgument, fmt.Sprintf("read %s: %s", name, fileError(err)), nil)
 	}
 	h := sha256.Sum256(b)
-	key := pieceKey{documentID: documentID, ext: strings.ToLower(filepath.Ext(path)), hash: hex.EncodeToString(h[:]), opts: a.Chunk}
+	key := pieceKey{documentID: documentID, ext: strings.ToLower(filepath.Ext(path)), hash: hex.EncodeToString(h[:])}
+	info := docInfo{Hash: key.hash, Bytes: len(b)}
 	if wantHash != "" && key.hash != wantHash {
-		return nil, ingest.Document{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s changed during its ingestion: ingest it again", name), CodeDocumentChanged, nil)
+		return nil, info, Permanent(CodeDocumentChanged, fmt.Sprintf("%s changed during its ingestion: ingest it again", name), nil)
 	}
 	if pieces, ok := a.cache.get(key); ok {
-		return pieces, ingest.Document{Hash: key.hash, Bytes: len(b)}, nil
+		return pieces, info, nil
 	}
-	doc, err := ingest.ParseDocument(key.ext, b)
+	pieces, err := a.Parser.Parse(documentID, key.ext, b)
 	if err != nil {
-		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read %s: %v", name, err), CodeInvalidArgument, nil)
-	}
-	pieces, err := doc.Pieces(documentID, a.Tokenizer, a.Chunk)
-	if err != nil {
-		return nil, doc, temporal.NewNonRetryableApplicationError(fmt.Sprintf("chunk %s: %v", name, err), CodeInvalidArgument, nil)
+		return nil, info, Permanent(CodeInvalidArgument, fmt.Sprintf("read %s: %v", name, err), nil)
 	}
 	a.cache.put(key, pieces)
-	return pieces, doc, nil
+	return pieces, info, nil
+}
+
+// docInfo is what the ingestion records of a document's bytes.
+type docInfo struct {
+	Hash  string
+	Bytes int
 }
 
 // fileError describes a failed read without the path (a server detail).
@@ -204,17 +201,15 @@ const (
 	pieceCacheBytes   = 128 << 20
 )
 
-// pieceKey names a chunked document: the same bytes, read the same way and
-// chunked with the same options for the same document id give the same
-// pieces.
+// pieceKey names a chunked document: the same bytes, read the same way
+// for the same document id give the same pieces (a worker has one parser).
 type pieceKey struct {
 	documentID, ext, hash string
-	opts                  ingest.ChunkOptions
 }
 
 type pieceEntry struct {
 	key    pieceKey
-	pieces []ingest.Piece
+	pieces []Piece
 	bytes  int
 }
 
@@ -225,7 +220,7 @@ type pieceCache struct {
 	entries []pieceEntry // most recently used last
 }
 
-func (c *pieceCache) get(k pieceKey) ([]ingest.Piece, bool) {
+func (c *pieceCache) get(k pieceKey) ([]Piece, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, e := range c.entries {
@@ -237,7 +232,7 @@ func (c *pieceCache) get(k pieceKey) ([]ingest.Piece, bool) {
 	return nil, false
 }
 
-func (c *pieceCache) put(k pieceKey, pieces []ingest.Piece) {
+func (c *pieceCache) put(k pieceKey, pieces []Piece) {
 	n := 0
 	for _, p := range pieces {
 		n += len(p.Text) + len(p.ID) + 64

@@ -4,14 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/ctxflow/ctxflow/activities/ingest"
 )
 
 func TestPieceCacheIsBounded(t *testing.T) {
 	var c pieceCache
 	key := func(i int) pieceKey { return pieceKey{documentID: fmt.Sprint("d", i), hash: "h"} }
-	piece := []ingest.Piece{{ID: "p", Text: "text"}}
+	piece := []Piece{{ID: "p", Text: "text"}}
 	for i := range pieceCacheEntries + 3 {
 		c.put(key(i), piece)
 	}
@@ -33,13 +31,13 @@ func TestPieceCacheIsBounded(t *testing.T) {
 		t.Error("the least recently used entry was kept")
 	}
 	// Bytes are bounded too; a document over the bound is not cached.
-	big := []ingest.Piece{{Text: strings.Repeat("x", pieceCacheBytes/2)}}
+	big := []Piece{{Text: strings.Repeat("x", pieceCacheBytes/2)}}
 	c.put(key(200), big)
 	c.put(key(201), big)
 	if _, ok := c.get(key(200)); ok {
 		t.Error("the byte bound was not applied")
 	}
-	c.put(key(202), []ingest.Piece{{Text: strings.Repeat("x", pieceCacheBytes)}})
+	c.put(key(202), []Piece{{Text: strings.Repeat("x", pieceCacheBytes)}})
 	if _, ok := c.get(key(202)); ok {
 		t.Error("a document over the whole bound was cached")
 	}

@@ -31,7 +31,7 @@ func newIngest(t testing.TB, opts ingest.ChunkOptions) (*activities.Ingest, *vec
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	return &activities.Ingest{Store: store, Embedder: &offline.Engine{}, Tokenizer: tok, EmbedModel: offline.ModelName, Chunk: opts}, store
+	return &activities.Ingest{Store: store, Embedder: &offline.Engine{}, Parser: ingest.Parser{Tokenizer: tok, Options: opts}, EmbedModel: offline.ModelName}, store
 }
 
 // ingestAll runs the activities the way IngestWorkflow does.
@@ -127,8 +127,10 @@ func (c *countingTokenizer) Count(s string) int { c.calls.Add(1); return c.Token
 func TestIngestChunksOnce(t *testing.T) {
 	ctx := t.Context()
 	a, _ := newIngest(t, ingest.ChunkOptions{MaxTokens: 32, Overlap: 4})
-	tok := &countingTokenizer{Tokenizer: a.Tokenizer}
-	a.Tokenizer = tok
+	parser := a.Parser.(ingest.Parser)
+	tok := &countingTokenizer{Tokenizer: parser.Tokenizer}
+	parser.Tokenizer = tok
+	a.Parser = parser
 	path := filepath.Join(t.TempDir(), "doc.md")
 	if err := os.WriteFile(path, []byte(benchDoc(20_000)), 0o644); err != nil {
 		t.Fatal(err)
@@ -199,7 +201,7 @@ func BenchmarkIngest(b *testing.B) {
 		for b.Loop() {
 			// A fresh worker each time: its chunk cache starts empty (the
 			// store keeps the chunks, so each ingestion replaces them).
-			a := &activities.Ingest{Store: a.Store, Embedder: a.Embedder, Tokenizer: a.Tokenizer, EmbedModel: a.EmbedModel}
+			a := &activities.Ingest{Store: a.Store, Embedder: a.Embedder, Parser: a.Parser, EmbedModel: a.EmbedModel}
 			prep, stored, err := ingestAll(ctx, a, "bench", path, "bench.md", batch)
 			if err != nil || stored != prep.Chunks {
 				b.Fatalf("stored %d of %d: %v", stored, prep.Chunks, err)
@@ -218,7 +220,7 @@ func BenchmarkIngest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if pieces, err = doc.Pieces("bench", a.Tokenizer, ingest.ChunkOptions{}); err != nil {
+			if pieces, err = doc.Pieces("bench", a.Parser.(ingest.Parser).Tokenizer, ingest.ChunkOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -153,6 +153,26 @@ type SessionKey struct {
 
 func (k SessionKey) String() string { return k.Tenant + "/" + k.SessionID }
 
+// Piece is a chunk of a document before it is embedded.
+type Piece struct {
+	// ID is stable: the same document id, position and text give the same
+	// id, so that re-ingesting an unchanged document is idempotent.
+	ID    string
+	Index int
+	Text  string
+	// Metadata is stored with the chunk (e.g. a passage's id and title).
+	Metadata map[string]string
+}
+
+// DocumentParser reads a document and cuts it into chunks. ext names its
+// format (".md", ".txt", ".html", ".pdf", ".jsonl", ...; anything else is
+// plain text). A document it cannot read is an error whose message says
+// why (e.g. the bad line of a JSONL file); retrying cannot help.
+// Implementations are deterministic: the same bytes give the same pieces.
+type DocumentParser interface {
+	Parse(documentID, ext string, data []byte) ([]Piece, error)
+}
+
 // Chunk is a piece of a document stored with its vector.
 type Chunk struct {
 	// ID is stable for the same document, position and text, so that
@@ -332,17 +352,64 @@ type VectorStore interface {
 	Info(ctx context.Context) (CollectionInfo, error)
 }
 
-// QueryRewriter makes a follow-up question stand alone from the
-// conversation before it ("how much is it?" → "how much is the Pixel 8?").
-// It returns the question unchanged when nothing needs resolving.
-type QueryRewriter interface {
-	Rewrite(ctx context.Context, question string, history []convo.Message) (string, error)
+// Rewriter makes a follow-up question stand alone from the conversation
+// before it ("how much is it?" → "how much is the Pixel 8?") and names the
+// conversation's topic (the entity a follow-up refers to), for retrieval
+// and the relevance filter. It returns the question unchanged when nothing
+// needs resolving, and topic "" when it found none.
+type Rewriter interface {
+	Rewrite(ctx context.Context, question string, history []convo.Message) (query, topic string, err error)
 }
 
-// TopicRewriter is a QueryRewriter that also names the conversation's
-// topic (the entity a follow-up refers to), for the relevance filter.
-type TopicRewriter interface {
-	RewriteWithTopic(ctx context.Context, question string, history []convo.Message) (query, topic string, err error)
+// Grade is a grader's verdict on one document (seed 003's
+// {is_relevant, confidence, reasoning}).
+type Grade struct {
+	IsRelevant bool    `json:"is_relevant"`
+	Confidence float64 `json:"confidence"`
+	Reasoning  string  `json:"reasoning"`
+}
+
+// Grader judges whether a document holds what answering query needs. The
+// model grader asks a chat model for structured output; the offline engine
+// grades lexically.
+type Grader interface {
+	Grade(ctx context.Context, model, query, document string) (Grade, error)
+}
+
+// Reformulation is a corrective rewrite of a query that retrieved nothing
+// useful (seed 003's {rewritten_query, rewrite_reason, keywords}).
+type Reformulation struct {
+	RewrittenQuery string   `json:"rewritten_query"`
+	RewriteReason  string   `json:"rewrite_reason"`
+	Keywords       []string `json:"keywords"`
+}
+
+// ReformulateRequest is what a reformulator sees: the user's question, the
+// query that just failed, what it retrieved and the earlier rewrites.
+type ReformulateRequest struct {
+	Original string
+	Current  string
+	// Failed are the texts the failed query retrieved.
+	Failed  []string
+	History []Reformulation
+}
+
+// Reformulator rewrites a query for another retrieval attempt.
+type Reformulator interface {
+	Reformulate(ctx context.Context, model string, req ReformulateRequest) (Reformulation, error)
+}
+
+// Relevance scores a document against a query without a model (keyword and
+// entity overlap plus n-gram similarity); the relevance filter and the
+// fallback of a failed grader use it. Score is in [0, 1].
+type Relevance interface {
+	Relevance(query, document string) (relevant bool, score float64, reason string)
+}
+
+// NamedEmbedder is an embedder and the model it embeds with.
+type NamedEmbedder struct {
+	Embedder Embedder
+	Model    string
 }
 
 // SmallTalkDetector tells greetings, thanks and goodbyes, which need no

@@ -5,66 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/convo"
 )
-
-// Grade is a grader's verdict on one document (seed 003's
-// {is_relevant, confidence, reasoning}).
-type Grade struct {
-	IsRelevant bool    `json:"is_relevant"`
-	Confidence float64 `json:"confidence"`
-	Reasoning  string  `json:"reasoning"`
-}
-
-// Grader judges whether a document holds what answering query needs. The
-// model grader asks a chat model for structured output; the offline engine
-// grades lexically.
-type Grader interface {
-	Grade(ctx context.Context, model, query, document string) (Grade, error)
-}
-
-// Reformulation is a corrective rewrite of a query that retrieved nothing
-// useful (seed 003's {rewritten_query, rewrite_reason, keywords}).
-type Reformulation struct {
-	RewrittenQuery string   `json:"rewritten_query"`
-	RewriteReason  string   `json:"rewrite_reason"`
-	Keywords       []string `json:"keywords"`
-}
-
-// ReformulateRequest is what a reformulator sees: the user's question, the
-// query that just failed, what it retrieved and the earlier rewrites.
-type ReformulateRequest struct {
-	Original string
-	Current  string
-	// Failed are the texts the failed query retrieved.
-	Failed  []string
-	History []Reformulation
-}
-
-// Reformulator rewrites a query for another retrieval attempt.
-type Reformulator interface {
-	Reformulate(ctx context.Context, model string, req ReformulateRequest) (Reformulation, error)
-}
-
-// Relevance scores a document against a query without a model (keyword and
-// entity overlap plus n-gram similarity); the relevance filter and the
-// fallback of a failed grader use it. Score is in [0, 1].
-type Relevance interface {
-	Relevance(query, document string) (relevant bool, score float64, reason string)
-}
-
-// NamedEmbedder is an embedder and the model it embeds with.
-type NamedEmbedder struct {
-	Embedder Embedder
-	Model    string
-}
 
 // RAG holds the ports of the corrective-retrieval activities (seed 003):
 // retrieve with the relevance filter, grade, reformulate, answer.
@@ -262,15 +209,6 @@ func CheckEmbedder(ctx context.Context, a *RAG) (string, error) {
 	return model, err
 }
 
-// logger is the activity's logger, or slog's default outside an activity
-// (the worker's start-up check).
-func logger(ctx context.Context) interface{ Info(string, ...any) } {
-	if activity.IsActivity(ctx) {
-		return activity.GetLogger(ctx)
-	}
-	return slog.Default()
-}
-
 // GradeInput asks whether one document answers a query.
 type GradeInput struct {
 	Query string       `json:"query"`
@@ -386,42 +324,3 @@ func DocumentsMessage(docs []DocText) string {
 	}
 	return b.String()
 }
-
-// modelFailure says what failed of a model port's error; a permanent model
-// error (unknown model, bad request) becomes a non-retryable activity
-// error, anything else stays retryable.
-func modelFailure(what string, err error) error {
-	err = fmt.Errorf("%s: %w", what, err)
-	if IsPermanent(err) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), CodeModelPermanent, err)
-	}
-	return err
-}
-
-// withContext prefixes err's message with what failed. An application
-// error keeps its type and retryability: Temporal reads them from the
-// returned error itself, so fmt.Errorf's wrapping would make a permanent
-// failure retryable.
-func withContext(what string, err error) error {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.NonRetryable() {
-		return temporal.NewNonRetryableApplicationError(what+": "+appErr.Message(), appErr.Type(), err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-// errNoJSON is returned when a model's structured answer cannot be read
-// even after it was shown its parse error.
-var errNoJSON = errors.New("no valid JSON after a correction attempt")

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 var docs = []string{
@@ -49,7 +50,7 @@ func offlineRAG(store activities.VectorStore, embedders ...activities.NamedEmbed
 	if len(embedders) == 0 {
 		embedders = []activities.NamedEmbedder{{Embedder: e, Model: offline.ModelName}}
 	}
-	return &activities.RAG{Store: store, Embedders: embedders, Grader: e, Reformulator: e, Relevance: e, Model: e, Engine: "offline"}
+	return &activities.RAG{Store: store, Embedders: embedders, Grader: e, Reformulator: e, Relevance: lexical.Relevance{}, Model: e, Engine: "offline"}
 }
 
 func byID(docs []activities.RetrievedDoc) map[string]activities.RetrievedDoc {

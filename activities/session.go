@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/convo"
@@ -26,7 +25,7 @@ type Session struct {
 	// goes to the corrective loop; nil routes every turn to chat.
 	Knowledge VectorStore
 	// Rewriter makes follow-ups stand alone before retrieval; may be nil.
-	Rewriter QueryRewriter
+	Rewriter Rewriter
 	// SmallTalk tells greetings and thanks, which skip retrieval; may be nil.
 	SmallTalk SmallTalkDetector
 	// Engine names the model provider in turn results ("ollama", "offline").
@@ -199,12 +198,8 @@ func (a *Session) RewriteQuestion(ctx context.Context, in RewriteQuestionInput) 
 	if a.Rewriter == nil || len(msgs) == 1 {
 		return res, nil
 	}
-	var out string
-	if tr, ok := a.Rewriter.(TopicRewriter); ok {
-		out, res.Topic, err = tr.RewriteWithTopic(ctx, q, msgs[:len(msgs)-1])
-	} else {
-		out, err = a.Rewriter.Rewrite(ctx, q, msgs[:len(msgs)-1])
-	}
+	out, topic, err := a.Rewriter.Rewrite(ctx, q, msgs[:len(msgs)-1])
+	res.Topic = topic
 	if err != nil {
 		return res, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
 	}
@@ -547,33 +542,3 @@ func (a *Session) DeleteSession(ctx context.Context, s SessionKey) error {
 
 // ErrNotFound reports a missing session or message.
 var ErrNotFound = errors.New("not found")
-
-// keepAlive heartbeats while a long call runs, so that the server notices a
-// dead worker after the heartbeat timeout instead of the call's own timeout.
-// The returned func stops it. Outside an activity, or without a heartbeat
-// timeout, it does nothing.
-func keepAlive(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	hb := activity.GetInfo(ctx).HeartbeatTimeout
-	if hb <= 0 {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(hb / 3)
-		defer t.Stop()
-		for {
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
@@ -133,8 +132,6 @@ func writeError(c *gin.Context, err error) {
 	}
 	c.AbortWithStatusJSON(ae.status, body)
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // rootCause returns the code and message of the innermost application
 // error in err's chain (the activity's own error, without the layers the

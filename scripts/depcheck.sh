@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Enforces the dependency rules of DESIGN.md §1:
 #   convo      imports the standard library only (directly and transitively);
+#   lexical    imports the standard library and convo only;
 #   workflows  imports the standard library, Temporal's SDK/API, convo and
 #              activities (for method references) - and nothing it pulls in
 #              transitively may be a vendor SDK (gin, ollama, tiktoken, milvus,
@@ -18,6 +19,12 @@ for p in $(go list ./convo/...); do
   if [ -n "$bad" ]; then echo "depcheck: $p imports non-standard packages:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 done
 
+# lexical: the standard library and convo, nothing else.
+for p in $(go list ./lexical/...); do
+  bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$p" | grep -v -e "^$mod/lexical" -e "^$mod/convo" || true)
+  if [ -n "$bad" ]; then echo "depcheck: $p imports more than the standard library and convo:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+done
+
 # workflows: direct imports from an allow-list.
 for p in $(go list ./workflows/...); do
   bad=$(go list -f '{{join .Imports "\n"}}' "$p" | xargs -r go list -f '{{if not .Standard}}{{.ImportPath}}{{end}}' \
@@ -26,8 +33,9 @@ for p in $(go list ./workflows/...); do
 done
 
 # workflows and the activities root (which workflows imports): no vendor SDK
-# anywhere below them.
-vendors='github.com/gin-gonic/|github.com/ollama/|github.com/pkoukk/|github.com/milvus-io/|github.com/jackc/|sqlite|github.com/philippgille/|github.com/blevesearch/'
+# anywhere below them, no document parser (PDF, HTML), no adapter: workflows
+# link only what they run.
+vendors='github.com/gin-gonic/|github.com/ollama/|github.com/pkoukk/|github.com/milvus-io/|github.com/jackc/|sqlite|github.com/philippgille/|github.com/blevesearch/|github.com/ledongthuc/pdf|golang.org/x/net/html|/activities/(ingest|offline|vecstore|milvus|ollama|transcript|tiktoken)$'
 for p in $(go list ./workflows/... ./activities); do
   bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$p" | grep -E "$vendors" || true)
   if [ -n "$bad" ]; then echo "depcheck: $p depends on vendor SDKs:"; echo "$bad" | sed 's/^/  /'; fail=1; fi

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/ingest"
 	"github.com/ctxflow/ctxflow/activities/milvus"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/ollama"
@@ -27,6 +28,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/internal/config"
+	"github.com/ctxflow/ctxflow/lexical"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -75,7 +77,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	embs := embedders(model, embedder, embedModel, cfg.AltEmbeddingModels)
 	rag := &activities.RAG{
 		Store: vectors, Embedders: embs,
-		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: offlineEngine,
+		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: lexical.Relevance{},
 		Model: model, Engine: engine,
 	}
 	if engine != offline.ModelName { // a real model grades and rewrites
@@ -85,10 +87,10 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	return &Ports{
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
-			Knowledge: vectors, Rewriter: offline.Rewriter{},
-			SmallTalk: offlineEngine,
+			Knowledge: vectors, Rewriter: lexical.Rewriter{},
+			SmallTalk: lexical.SmallTalk{},
 		},
-		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Tokenizer: tok, EmbedModel: embedModel, Alternatives: embs[1:]},
+		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Parser: ingest.Parser{Tokenizer: tok}, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,
 		close:  []func() error{store.Close, vectors.Close},
 	}, nil

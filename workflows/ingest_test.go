@@ -18,6 +18,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/ingest"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
+	"github.com/ctxflow/ctxflow/lexical"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -73,8 +74,8 @@ func ingestEnv(t *testing.T, store activities.VectorStore) *testsuite.TestWorkfl
 	}
 	env.RegisterWorkflowWithOptions(workflows.IngestWorkflow, workflow.RegisterOptions{Name: workflows.IngestWorkflowName})
 	env.RegisterActivity(&activities.Ingest{
-		Store: store, Embedder: &offline.Engine{}, Tokenizer: tok, EmbedModel: "offline",
-		Chunk: ingest.ChunkOptions{MaxTokens: 40, Overlap: 8},
+		Store: store, Embedder: &offline.Engine{}, EmbedModel: "offline",
+		Parser: ingest.Parser{Tokenizer: tok, Options: ingest.ChunkOptions{MaxTokens: 40, Overlap: 8}},
 	})
 	return env
 }
@@ -115,7 +116,7 @@ func TestIngestWorkflowStoresEveryChunkOnce(t *testing.T) {
 		t.Fatalf("store holds %d chunks, want %d", len(store.chunks), p.Chunks)
 	}
 	for _, c := range store.chunks {
-		if len(c.Vector) != offline.DefaultDim || c.DocumentID != "doc" || c.Metadata["source"] != path {
+		if len(c.Vector) != lexical.DefaultDim || c.DocumentID != "doc" || c.Metadata["source"] != path {
 			t.Fatalf("chunk %s: %d-dim vector, doc %q, meta %v", c.ID, len(c.Vector), c.DocumentID, c.Metadata)
 		}
 	}

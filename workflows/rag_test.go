@@ -16,6 +16,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/lexical"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -303,7 +304,7 @@ func newQAHarness(t *testing.T, kb *fakeKB, rw *scriptedRewrites) *harness {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	return newHarnessWith(t, store, func(s *activities.Session, env *testsuite.TestWorkflowEnvironment) {
-		s.Knowledge, s.SmallTalk, s.Rewriter = kb, &offline.Engine{}, offline.Rewriter{}
+		s.Knowledge, s.SmallTalk, s.Rewriter = kb, lexical.SmallTalk{}, lexical.Rewriter{}
 		env.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
 		env.RegisterActivity(&activities.RAG{
 			Store: kb, Grader: fakeGrader{}, Reformulator: rw, Relevance: fakeRelevance{},

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
 )
 
@@ -168,4 +169,30 @@ func foldBlankLines(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Parser is the workers' [activities.DocumentParser]: [ParseDocument], then
+// [Document.Pieces] with Options, counting tokens with Tokenizer.
+type Parser struct {
+	Tokenizer convo.Tokenizer
+	Options   ChunkOptions
+}
+
+var _ activities.DocumentParser = Parser{}
+
+// Parse reads and chunks a document.
+func (p Parser) Parse(documentID, ext string, data []byte) ([]activities.Piece, error) {
+	doc, err := ParseDocument(ext, data)
+	if err != nil {
+		return nil, err
+	}
+	pieces, err := doc.Pieces(documentID, p.Tokenizer, p.Options)
+	if err != nil {
+		return nil, fmt.Errorf("chunk: %w", err)
+	}
+	out := make([]activities.Piece, len(pieces))
+	for i, pc := range pieces {
+		out[i] = activities.Piece{ID: pc.ID, Index: pc.Index, Text: pc.Text, Metadata: pc.Metadata}
+	}
+	return out, nil
 }

@@ -97,17 +97,6 @@ func keyword(text string) subSearch {
 	return subSearch{field: fieldSparse, metric: entity.BM25, query: entity.Text(text)}
 }
 
-// request is the sub-search as one request of a hybrid search.
-func (q subSearch) request(limit int, filter string) *milvusclient.AnnRequest {
-	r := milvusclient.NewAnnRequest(q.field, limit, q.query).
-		WithSearchParam("metric_type", string(q.metric)).
-		WithFilter(filter)
-	if q.dense {
-		r.WithAnnParam(index.NewHNSWAnnParam(max(limit, minEf)))
-	}
-	return r
-}
-
 func (s *Store) search(ctx context.Context, q subSearch, k int, filter string) ([]activities.Hit, error) {
 	opt := milvusclient.NewSearchOption(s.name, k, []entity.Vector{q.query}).
 		WithANNSField(q.field).

@@ -2,9 +2,10 @@ package offline
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 // Document is a text the answerer may quote, named by its id.
@@ -57,15 +58,15 @@ var quantityWords = []string{"多少", "几", "价格", "售价", "how much", "h
 // Answer is a pure function of its arguments.
 func Answer(question string, docs []Document) AnswerResult {
 	q := strings.TrimSpace(question)
-	zh := isChinese(q)
-	label := labelEN + " "
+	zh := lexical.IsChinese(q)
+	label := lexical.LabelEN + " "
 	if zh {
-		label = labelZH
+		label = lexical.LabelZH
 	}
-	if kind := smallTalkKind(q); kind != "" {
+	if kind := lexical.SmallTalkKind(q); kind != "" {
 		return AnswerResult{Text: label + greetingReply(kind, zh), Kind: AnswerGreeting}
 	}
-	subject, _ := trimEndPunct(clip(q, 80))
+	subject, _ := lexical.TrimEndPunct(lexical.Clip(q, 80))
 	if len(docs) == 0 {
 		text := fmt.Sprintf("%sNo language model and no knowledge base are available offline, so I cannot answer “%s”.", label, subject)
 		if zh {
@@ -85,7 +86,7 @@ func Answer(question string, docs []Document) AnswerResult {
 	}
 	var relevant []rankedDoc
 	for i, d := range docs {
-		if g := Grade(q, d.Text); g.Relevant {
+		if g := lexical.Grade(q, d.Text); g.Relevant {
 			relevant = append(relevant, rankedDoc{i, g.Score})
 		}
 	}
@@ -93,13 +94,13 @@ func Answer(question string, docs []Document) AnswerResult {
 		return nothingFound(q)
 	}
 	sort.SliceStable(relevant, func(a, b int) bool { return relevant[a].score > relevant[b].score })
-	wantsNumber := containsAny(strings.ToLower(q), quantityWords)
-	defined := strings.ToLower(definitionSubject(q))
+	wantsNumber := lexical.ContainsAny(strings.ToLower(q), quantityWords)
+	defined := strings.ToLower(lexical.DefinitionSubject(q))
 	var cands []sent
 	for rank, r := range relevant {
-		for pos, s := range sentences(docs[r.i].Text) {
-			sc := grade(q, s, false).Score
-			if wantsNumber && hasDigit(s) {
+		for pos, s := range lexical.Sentences(docs[r.i].Text) {
+			sc := lexical.GradeSentence(q, s).Score
+			if wantsNumber && lexical.HasDigit(s) {
 				sc += 0.15
 			}
 			if defined != "" && definesSubject(s, defined) {
@@ -118,7 +119,7 @@ func Answer(question string, docs []Document) AnswerResult {
 	}
 	cands = cands[:n]
 	if len(cands) == 0 { // relevant as a whole, no sentence stands out
-		cands = append(cands, sent{text: clip(strings.TrimSpace(docs[relevant[0].i].Text), 300)})
+		cands = append(cands, sent{text: lexical.Clip(strings.TrimSpace(docs[relevant[0].i].Text), 300)})
 	}
 	sort.SliceStable(cands, func(a, b int) bool {
 		if cands[a].doc != cands[b].doc {
@@ -137,7 +138,7 @@ func Answer(question string, docs []Document) AnswerResult {
 	seen := map[string]bool{}
 	for _, c := range cands {
 		id := docs[relevant[c.doc].i].ID
-		fmt.Fprintf(&b, "\n- %s [%s]", clip(c.text, 400), id)
+		fmt.Fprintf(&b, "\n- %s [%s]", lexical.Clip(c.text, 400), id)
 		if !seen[id] {
 			seen[id] = true
 			res.Sources = append(res.Sources, id)
@@ -150,44 +151,28 @@ func Answer(question string, docs []Document) AnswerResult {
 // nothingFound is the honest answer when the knowledge base holds nothing
 // on question q.
 func nothingFound(q string) AnswerResult {
-	subject, _ := trimEndPunct(clip(q, 80))
-	if isChinese(q) {
-		return AnswerResult{Text: fmt.Sprintf("%s知识库中没有关于「%s」的内容。", labelZH, subject), Kind: AnswerNotFound}
+	subject, _ := lexical.TrimEndPunct(lexical.Clip(q, 80))
+	if lexical.IsChinese(q) {
+		return AnswerResult{Text: fmt.Sprintf("%s知识库中没有关于「%s」的内容。", lexical.LabelZH, subject), Kind: AnswerNotFound}
 	}
-	return AnswerResult{Text: fmt.Sprintf("%s The knowledge base has nothing on “%s”.", labelEN, subject), Kind: AnswerNotFound}
+	return AnswerResult{Text: fmt.Sprintf("%s The knowledge base has nothing on “%s”.", lexical.LabelEN, subject), Kind: AnswerNotFound}
 }
 
 // greetingReply is the template reply to a greeting of the given kind.
 func greetingReply(kind string, zh bool) string {
 	switch {
-	case kind == greetThanks && zh:
+	case kind == lexical.Thanks && zh:
 		return "不客气！"
-	case kind == greetThanks:
+	case kind == lexical.Thanks:
 		return "You're welcome!"
-	case kind == greetBye && zh:
+	case kind == lexical.Bye && zh:
 		return "再见！"
-	case kind == greetBye:
+	case kind == lexical.Bye:
 		return "Goodbye!"
 	case zh:
 		return "你好！我以离线模式运行，没有语言模型，只能摘录知识库中的内容。想了解什么？"
 	}
 	return "Hello! I am running offline, without a language model: I can quote the knowledge base, not converse. What would you like to know?"
-}
-
-var (
-	whatIsEN = regexp.MustCompile(`(?i)^\s*what(?:'s| is| are)\s+(?:an?\s+|the\s+)?(.+?)\s*[?？.!]*\s*$`)
-	whatIsZH = regexp.MustCompile(`^\s*(?:什么是(.+?)|(.+?)是什么)\s*[?？。！]*\s*$`)
-)
-
-// definitionSubject returns X of "what is X?" / "什么是X" / "X是什么", or "".
-func definitionSubject(q string) string {
-	if m := whatIsEN.FindStringSubmatch(q); m != nil {
-		return strings.TrimSpace(m[1])
-	}
-	if m := whatIsZH.FindStringSubmatch(q); m != nil {
-		return strings.TrimSpace(m[1] + m[2])
-	}
-	return ""
 }
 
 // definesSubject reports whether sentence s reads like a definition of

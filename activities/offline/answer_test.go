@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 var kb = []Document{
@@ -26,19 +28,19 @@ func TestAnswer(t *testing.T) {
 		lacks    []string
 	}{
 		{"zh extractive", "华为Mate60多少钱", kb, AnswerExtractive, []string{"phones/mate60"},
-			[]string{labelZH, "华为Mate60售价5999元起。 [phones/mate60]"}, []string{"iPhone"}},
+			[]string{lexical.LabelZH, "华为Mate60售价5999元起。 [phones/mate60]"}, []string{"iPhone"}},
 		{"en extractive", "How much is the Pixel 8?", kb, AnswerExtractive, []string{"phones/pixel8"},
-			[]string{labelEN, "The Pixel 8 costs $699. [phones/pixel8]"}, []string{"Golden Wok"}},
+			[]string{lexical.LabelEN, "The Pixel 8 costs $699. [phones/pixel8]"}, []string{"Golden Wok"}},
 		{"en two sentences", "phone number of the Golden Wok restaurant", kb, AnswerExtractive, []string{"food/cambridge"},
 			[]string{"01223 350688", "[food/cambridge]"}, nil},
 		{"not found", "What is the weather in Paris?", kb, AnswerNotFound, nil,
-			[]string{labelEN, "nothing on “What is the weather in Paris”"}, nil},
+			[]string{lexical.LabelEN, "nothing on “What is the weather in Paris”"}, nil},
 		{"zh not found", "北京今天天气怎么样", kb, AnswerNotFound, nil,
-			[]string{labelZH, "知识库中没有关于「北京今天天气怎么样」的内容"}, nil},
+			[]string{lexical.LabelZH, "知识库中没有关于「北京今天天气怎么样」的内容"}, nil},
 		{"no knowledge base", "How much is the Pixel 8?", nil, AnswerNoKnowledge, nil,
-			[]string{labelEN, "“How much is the Pixel 8”"}, nil},
-		{"greeting", "Hello!", kb, AnswerGreeting, nil, []string{labelEN, "Hello"}, nil},
-		{"zh greeting", "你好", nil, AnswerGreeting, nil, []string{labelZH, "你好"}, nil},
+			[]string{lexical.LabelEN, "“How much is the Pixel 8”"}, nil},
+		{"greeting", "Hello!", kb, AnswerGreeting, nil, []string{lexical.LabelEN, "Hello"}, nil},
+		{"zh greeting", "你好", nil, AnswerGreeting, nil, []string{lexical.LabelZH, "你好"}, nil},
 		{"thanks", "Thank you so much!", kb, AnswerGreeting, nil, []string{"You're welcome"}, nil},
 		{"zh goodbye", "好的，再见", kb, AnswerGreeting, nil, []string{"再见"}, nil},
 	}
@@ -72,7 +74,7 @@ func TestAnswerProperties(t *testing.T) {
 			return Document{ID: rapid.StringMatching(`[a-z0-9/]{1,8}`).Draw(t, "id"), Text: genText(12).Draw(t, "text")}
 		}), 0, 4).Draw(t, "docs")
 		got := Answer(q, docs)
-		if !strings.HasPrefix(got.Text, labelEN) && !strings.HasPrefix(got.Text, labelZH) {
+		if !strings.HasPrefix(got.Text, lexical.LabelEN) && !strings.HasPrefix(got.Text, lexical.LabelZH) {
 			t.Fatalf("answer not labelled: %q", got.Text)
 		}
 		again := Answer(q, docs)

@@ -6,12 +6,12 @@ import (
 	"strings"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 var (
 	_ activities.Grader       = (*Engine)(nil)
 	_ activities.Reformulator = (*Engine)(nil)
-	_ activities.Relevance    = (*Engine)(nil)
 )
 
 // Grade implements [activities.Grader] with the lexical [Grade]: the
@@ -21,23 +21,13 @@ func (e *Engine) Grade(ctx context.Context, _, query, document string) (activiti
 	if err := ctx.Err(); err != nil {
 		return activities.Grade{}, err
 	}
-	g := Grade(query, document)
+	g := lexical.Grade(query, document)
 	conf := g.Score
 	if !g.Relevant {
 		conf = 1 - g.Score
 	}
 	return activities.Grade{IsRelevant: g.Relevant, Confidence: conf, Reasoning: g.Reason}, nil
 }
-
-// Relevance implements [activities.Relevance] with [Grade].
-func (e *Engine) Relevance(query, document string) (bool, float64, string) {
-	g := Grade(query, document)
-	return g.Relevant, g.Score, g.Reason
-}
-
-// IsSmallTalk reports whether text is only greetings, thanks, goodbyes and
-// acknowledgements: such turns need no knowledge base.
-func (e *Engine) IsSmallTalk(text string) bool { return isSmallTalk(strings.TrimSpace(text)) }
 
 // Reformulate implements [activities.Reformulator] without a model: it
 // searches again with the question's keywords only (entities first, no
@@ -49,17 +39,16 @@ func (e *Engine) Reformulate(ctx context.Context, _ string, req activities.Refor
 	if err := ctx.Err(); err != nil {
 		return activities.Reformulation{}, err
 	}
-	kws := keywords(req.Original)
 	var all, ents []string
-	for _, k := range kws {
-		if k.entity {
-			ents = append(ents, k.text)
+	for _, k := range lexical.Keywords(req.Original) {
+		if k.Entity {
+			ents = append(ents, k.Text)
 		}
 	}
 	all = append(all, ents...)
-	for _, k := range aspects(kws) { // the words no entity covers
-		if !k.entity {
-			all = append(all, k.text)
+	for _, k := range lexical.Aspects(req.Original) { // the words no entity covers
+		if !k.Entity {
+			all = append(all, k.Text)
 		}
 	}
 	tried := map[string]bool{queryForm(req.Original): true, queryForm(req.Current): true}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 func TestReformulateTriesEachFormOnce(t *testing.T) {
@@ -57,7 +58,7 @@ func TestEngineGradeConfidence(t *testing.T) {
 	if no.IsRelevant || no.Confidence < 0.5 {
 		t.Errorf("irrelevant grade = %+v", no)
 	}
-	if !e.IsSmallTalk("thanks, bye!") || e.IsSmallTalk("thanks, what is the Pixel 8 price?") {
+	if !lexical.IsSmallTalk("thanks, bye!") || lexical.IsSmallTalk("thanks, what is the Pixel 8 price?") {
 		t.Error("IsSmallTalk")
 	}
 }

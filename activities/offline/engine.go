@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 // ModelName is the model name of every [Engine] answer.
@@ -38,8 +39,8 @@ type Engine struct {
 	// [convo.EstimateTokens].
 	Tokenizer convo.Tokenizer
 	// Embedder embeds texts for [Engine.Embed]; the zero value embeds in
-	// [DefaultDim] dimensions.
-	Embedder Embedder
+	// [lexical.DefaultDim] dimensions.
+	Embedder lexical.Embedder
 }
 
 var (
@@ -78,13 +79,13 @@ func (e *Engine) Chat(ctx context.Context, req activities.ChatRequest, onDelta f
 	}
 	prompt := convo.ReplyPrimingTokens
 	for _, m := range req.Messages {
-		prompt += tokens(e.Tokenizer, m.Content) + convo.MessageOverheadTokens
+		prompt += lexical.Tokens(e.Tokenizer, m.Content) + convo.MessageOverheadTokens
 	}
 	return activities.ChatResponse{
 		Content:          content,
 		Model:            ModelName,
 		PromptTokens:     prompt,
-		CompletionTokens: tokens(e.Tokenizer, content),
+		CompletionTokens: lexical.Tokens(e.Tokenizer, content),
 	}, nil
 }
 
@@ -127,11 +128,11 @@ func (e *Engine) summary(msgs []convo.ModelMessage) string {
 		return out
 	}
 	none := noSummaryEN
-	if isChinese(body.String()) {
+	if lexical.IsChinese(body.String()) {
 		none = noSummaryZH
 	}
 	if budget > 0 {
-		if fit := fitTokens(e.Tokenizer, none, budget); fit != "" {
+		if fit := lexical.FitTokens(e.Tokenizer, none, budget); fit != "" {
 			return fit
 		}
 	}
@@ -186,7 +187,7 @@ func parseMessageLine(line string) (item, bool) {
 	case tag == "user":
 		return item{role: convo.RoleUser, text: text}, true
 	case tag == "assistant":
-		return item{role: convo.RoleAssistant, text: stripLabel(text)}, true
+		return item{role: convo.RoleAssistant, text: lexical.StripLabel(text)}, true
 	case tag == "system":
 		return item{role: convo.RoleSystem, text: text}, true
 	case tag == "tool call":
@@ -243,15 +244,12 @@ func (e *Engine) reply(msgs []convo.ModelMessage) (string, error) {
 			}
 		}
 	}
-	q := Rewrite(msgs[last].Content, history).Query
-	if searched && len(docs) == 0 && !isSmallTalk(strings.TrimSpace(q)) {
+	q := lexical.Rewrite(msgs[last].Content, history).Query
+	if searched && len(docs) == 0 && !lexical.IsSmallTalk(strings.TrimSpace(q)) {
 		return nothingFound(strings.TrimSpace(q)).Text, nil
 	}
 	return Answer(q, docs).Text, nil
 }
-
-// citation is a "[chunk-id]" reference in an answer.
-var citation = regexp.MustCompile(`\[[^\]\s]{1,200}\]`)
 
 // docLine starts a document: "[id] text" or "[id]: text".
 var docLine = regexp.MustCompile(`^\[([^\]\s]{1,200})\]:?(?:\s+(.*))?$`)

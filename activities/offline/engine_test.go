@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 func chat(t *testing.T, e *Engine, msgs ...convo.ModelMessage) activities.ChatResponse {
@@ -52,7 +53,7 @@ func TestEngineSummaryPrompt(t *testing.T) {
 		if !strings.Contains(resp.Content, "Pixel 8") {
 			t.Errorf("budget %d: summary lacks the product", budget)
 		}
-		if strings.Contains(resp.Content, labelEN) {
+		if strings.Contains(resp.Content, lexical.LabelEN) {
 			t.Errorf("summary carries the answer label")
 		}
 		if budget >= 200 {
@@ -68,7 +69,7 @@ func TestEngineSummaryPrompt(t *testing.T) {
 func TestEngineSummaryPromptMultiline(t *testing.T) {
 	fold := []convo.Message{
 		{Role: convo.RoleUser, Content: "My order:\n- order #88 for 2 lamps\n- deliver to 5 Main St"},
-		{Role: convo.RoleAssistant, Content: labelEN + " From the knowledge base:\n- Lamps ship in 3 days. [kb/lamps]"},
+		{Role: convo.RoleAssistant, Content: lexical.LabelEN + " From the knowledge base:\n- Lamps ship in 3 days. [kb/lamps]"},
 	}
 	resp := chat(t, &Engine{}, convo.SummaryPrompt("", fold, convo.DefaultSummaryConfig())...)
 	for _, want := range []string{"order #88 for 2 lamps", "5 Main St", "Lamps ship in 3 days"} {
@@ -76,7 +77,7 @@ func TestEngineSummaryPromptMultiline(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, resp.Content)
 		}
 	}
-	if strings.Contains(resp.Content, labelEN) {
+	if strings.Contains(resp.Content, lexical.LabelEN) {
 		t.Errorf("summary keeps the offline label:\n%s", resp.Content)
 	}
 }
@@ -97,27 +98,27 @@ func TestEngineReply(t *testing.T) {
 	}{
 		{"zh follow-up over documents", []convo.ModelMessage{
 			msg("system", "你是一个助手。"), docs,
-			msg("user", "华为Mate60多少钱"), msg("assistant", labelZH+"知识库摘录：\n- 华为Mate60售价5999元起。 [phones/mate60]"),
+			msg("user", "华为Mate60多少钱"), msg("assistant", lexical.LabelZH+"知识库摘录：\n- 华为Mate60售价5999元起。 [phones/mate60]"),
 			msg("user", "它的配置呢？"),
-		}, []string{labelZH, "12GB内存", "[phones/mate60]"}},
+		}, []string{lexical.LabelZH, "12GB内存", "[phones/mate60]"}},
 		{"en follow-up over documents", []convo.ModelMessage{
 			docs, msg("user", "Tell me about the Pixel 8"), msg("assistant", "It is a phone."), msg("user", "how much is it?"),
-		}, []string{labelEN, "$699", "[phones/pixel8]"}},
+		}, []string{lexical.LabelEN, "$699", "[phones/pixel8]"}},
 		{"documents in a tool message", []convo.ModelMessage{
 			msg("user", "How much is the Pixel 8?"),
 			{Role: "assistant", ToolCalls: []convo.ToolCall{{ID: "1", Name: "knowledge_search"}}},
 			{Role: "tool", ToolCallID: "1", ToolName: "knowledge_search", Content: FormatDocuments(kb[2:3])},
 		}, []string{"$699", "[phones/pixel8]"}},
 		{"nothing relevant", []convo.ModelMessage{docs, msg("user", "Who won the 1998 World Cup?")},
-			[]string{labelEN, "nothing on “Who won the 1998 World Cup”"}},
+			[]string{lexical.LabelEN, "nothing on “Who won the 1998 World Cup”"}},
 		{"no knowledge base names the rewritten question", []convo.ModelMessage{
 			msg("system", "You are a helpful assistant."), msg("user", "我想买小米14"), msg("assistant", "好的"), msg("user", "它多少钱？"),
-		}, []string{labelZH, "「小米14多少钱」"}},
+		}, []string{lexical.LabelZH, "「小米14多少钱」"}},
 		{"the running summary gives the topic", []convo.ModelMessage{
 			msg("system", convo.SummaryMessage("User: I want to buy a Pixel 8.").Content), msg("user", "what's the price?"),
 		}, []string{"price of Pixel 8"}},
-		{"greeting", []convo.ModelMessage{docs, msg("user", "hello")}, []string{labelEN, "Hello!"}},
-		{"zh greeting", []convo.ModelMessage{msg("user", "你好！")}, []string{labelZH, "你好！"}},
+		{"greeting", []convo.ModelMessage{docs, msg("user", "hello")}, []string{lexical.LabelEN, "Hello!"}},
+		{"zh greeting", []convo.ModelMessage{msg("user", "你好！")}, []string{lexical.LabelZH, "你好！"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,7 +156,7 @@ func TestEngineErrors(t *testing.T) {
 }
 
 func TestEngineEmbed(t *testing.T) {
-	e := &Engine{Embedder: Embedder{Dim: 32}}
+	e := &Engine{Embedder: lexical.Embedder{Dim: 32}}
 	vs, err := e.Embed(context.Background(), "ignored", []string{"a b", "华为"})
 	if err != nil || len(vs) != 2 || len(vs[0]) != 32 {
 		t.Fatalf("got %d vectors, err %v", len(vs), err)

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 // Summarize folds msgs (oldest first) into the running summary prev ("" for
@@ -30,7 +31,7 @@ func Summarize(prev string, msgs []convo.Message, budget int, tok convo.Tokenize
 		m := &msgs[i]
 		switch m.Role {
 		case convo.RoleUser, convo.RoleAssistant, convo.RoleSystem:
-			items = append(items, item{role: m.Role, text: stripLabel(m.Content)})
+			items = append(items, item{role: m.Role, text: lexical.StripLabel(m.Content)})
 		case convo.RoleToolCall:
 			text := m.Content
 			if m.ToolCall != nil {
@@ -79,23 +80,20 @@ var boilerplate = []string{"how can i help", "how may i help", "what can i do fo
 // never kept.
 func salience(s string, role convo.Role) float64 {
 	l := strings.ToLower(s)
-	if isSmallTalk(s) || containsAny(l, boilerplate) {
+	if lexical.IsSmallTalk(s) || lexical.ContainsAny(l, boilerplate) {
 		return -1
 	}
 	sc := 0.0
-	if hasDigit(s) {
+	if lexical.HasDigit(s) {
 		sc += 3
 	}
-	for _, e := range entities(s) {
-		if e.kind == entProduct || e.kind == entName || e.kind == entTopic {
-			sc += 3
-			break
-		}
-	}
-	if containsAny(l, decisionWords) {
+	if len(lexical.SalientEntities(s)) > 0 {
 		sc += 3
 	}
-	if containsAny(l, preferenceWords) {
+	if lexical.ContainsAny(l, decisionWords) {
+		sc += 3
+	}
+	if lexical.ContainsAny(l, preferenceWords) {
 		sc += 3
 	}
 	switch role {
@@ -124,7 +122,7 @@ func summarize(prev string, items []item, budget int, tok convo.Tokenizer) strin
 	for _, it := range items {
 		all.WriteString(it.text)
 	}
-	zh := isChinese(all.String())
+	zh := lexical.IsChinese(all.String())
 	var heads []string // one per group
 	var units []unit
 	seen := map[string]bool{}
@@ -142,7 +140,7 @@ func summarize(prev string, items []item, budget int, tok convo.Tokenizer) strin
 		}
 		head, body := splitHead(line)
 		heads = append(heads, head)
-		for _, s := range sentences(body) {
+		for _, s := range lexical.Sentences(body) {
 			role := convo.RoleAssistant
 			if strings.HasPrefix(head, "User") || strings.HasPrefix(head, "用户") {
 				role = convo.RoleUser
@@ -152,7 +150,7 @@ func summarize(prev string, items []item, budget int, tok convo.Tokenizer) strin
 	}
 	for _, it := range items {
 		heads = append(heads, headOf(it, zh))
-		for _, s := range sentences(it.text) {
+		for _, s := range lexical.Sentences(it.text) {
 			addUnit(len(heads)-1, s, salience(s, it.role))
 		}
 	}
@@ -174,7 +172,7 @@ func summarize(prev string, items []item, budget int, tok convo.Tokenizer) strin
 	kept := 0
 	for _, i := range rank {
 		keep[i] = true
-		if tokens(tok, render(heads, units, keep, zh)) > budget {
+		if lexical.Tokens(tok, render(heads, units, keep, zh)) > budget {
 			keep[i] = false
 			continue
 		}
@@ -182,7 +180,7 @@ func summarize(prev string, items []item, budget int, tok convo.Tokenizer) strin
 	}
 	if kept == 0 {
 		keep[rank[0]] = true
-		return fitTokens(tok, render(heads, units, keep, zh), budget)
+		return lexical.FitTokens(tok, render(heads, units, keep, zh), budget)
 	}
 	return render(heads, units, keep, zh)
 }
@@ -213,7 +211,7 @@ func render(heads []string, units []unit, keep []bool, zh bool) string {
 // endsSentence reports whether s ends with sentence punctuation, so that a
 // Chinese sentence may follow without a space.
 func endsSentence(s string) bool {
-	_, tail := trimEndPunct(s)
+	_, tail := lexical.TrimEndPunct(s)
 	return strings.TrimSpace(tail) != ""
 }
 

@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 var shopping = []convo.Message{
@@ -45,7 +46,7 @@ func TestSummarizeBudget(t *testing.T) {
 	for _, tok := range []convo.Tokenizer{nil, wordTok{}} {
 		for _, budget := range []int{1, 5, 12, 20, 40, 80, 500} {
 			got := Summarize("User: lives in Berlin.", shopping, budget, tok)
-			if n := tokens(tok, got); n > budget {
+			if n := lexical.Tokens(tok, got); n > budget {
 				t.Errorf("budget %d (%T): %d tokens:\n%s", budget, tok, n, got)
 			}
 			if got == "" {
@@ -61,8 +62,8 @@ func TestSummarizeBudget(t *testing.T) {
 	t.Logf("budget 20:\n%s", got)
 	for _, line := range strings.Split(got, "\n") {
 		_, body := splitHead(line)
-		for _, s := range sentences(body) {
-			if !hasDigit(s) && len(entities(s)) == 0 {
+		for _, s := range lexical.Sentences(body) {
+			if !lexical.HasDigit(s) && len(lexical.SalientEntities(s)) == 0 {
 				t.Errorf("tight budget keeps %q", s)
 			}
 		}
@@ -99,7 +100,7 @@ func TestSummarizeProperties(t *testing.T) {
 		budget := rapid.IntRange(1, 200).Draw(t, "budget")
 		tok := rapid.SampledFrom([]convo.Tokenizer{nil, wordTok{}}).Draw(t, "tokenizer")
 		got := Summarize(prev, msgs, budget, tok)
-		if n := tokens(tok, got); n > budget {
+		if n := lexical.Tokens(tok, got); n > budget {
 			t.Fatalf("%d tokens over budget %d:\n%s", n, budget, got)
 		}
 		if again := Summarize(prev, msgs, budget, tok); again != got {
@@ -110,10 +111,10 @@ func TestSummarizeProperties(t *testing.T) {
 		var in []string
 		for _, line := range strings.Split(prev, "\n") {
 			_, body := splitHead(line)
-			in = append(in, sentences(body)...)
+			in = append(in, lexical.Sentences(body)...)
 		}
 		for _, m := range msgs {
-			in = append(in, sentences(m.Content)...)
+			in = append(in, lexical.Sentences(m.Content)...)
 		}
 		for _, line := range strings.Split(got, "\n") {
 			if _, body := splitHead(line); budget > 100 && !madeOf(body, in) {

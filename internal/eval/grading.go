@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/activities/offline"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 // Verdicts counts how a judge (the grader or the relevance filter) did on
@@ -71,7 +71,7 @@ func (s *Set) Grading(ctx context.Context, k int) (GradingReport, error) {
 	rag := s.rag
 	threshold := 0.3 // the default similarityThreshold
 	for _, c := range s.Cases {
-		q := offline.Rewrite(c.Question, c.History).Query
+		q := lexical.Rewrite(c.Question, c.History).Query
 		res, err := rag.Retrieve(ctx, activities.RetrieveInput{Query: q, TopK: k, SimilarityThreshold: threshold})
 		if err != nil {
 			return rep, fmt.Errorf("case %s: %w", c.ID, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/lexical"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -44,7 +45,7 @@ func TestEvalRanksAsAQATurn(t *testing.T) {
 	env.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
 	env.RegisterActivity(&activities.Session{
 		Transcript: store, Model: engine, Tokenizer: tok, Engine: offline.ModelName,
-		Knowledge: set.Store(), SmallTalk: engine, Rewriter: offline.Rewriter{},
+		Knowledge: set.Store(), SmallTalk: lexical.SmallTalk{}, Rewriter: lexical.Rewriter{},
 	})
 	env.RegisterActivity(set.RAG())
 	var res workflows.TurnResult

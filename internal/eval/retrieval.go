@@ -20,6 +20,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 // Case is one turn of an evaluation set (the shared JSONL format).
@@ -119,7 +120,7 @@ func Load(ctx context.Context, dir string) (*Set, error) {
 	engine := &offline.Engine{}
 	set := &Set{Name: filepath.Base(dir), Passages: len(passages), store: store, rag: &activities.RAG{
 		Store: store, Embedders: []activities.NamedEmbedder{{Embedder: engine, Model: offline.ModelName}},
-		Grader: engine, Relevance: engine,
+		Grader: engine, Relevance: lexical.Relevance{},
 	}}
 	for _, c := range cases {
 		gc := GoldCase{Case: c, History: make([]convo.Message, len(c.History))}
@@ -176,7 +177,7 @@ func (s *Set) Retrieval(ctx context.Context, k int) (Report, error) {
 	for _, c := range s.Cases {
 		queries := map[string]string{
 			"asked":     c.Question,
-			"rewritten": offline.Rewrite(c.Question, c.History).Query,
+			"rewritten": lexical.Rewrite(c.Question, c.History).Query,
 			"gold":      c.GoldRewrite,
 		}
 		for _, form := range []string{"asked", "rewritten", "gold"} {

@@ -1,6 +1,7 @@
-package offline
+package lexical
 
 import (
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -272,3 +273,22 @@ func scriptCounts(s string) (cjk, words int) {
 	}
 	return cjk, words
 }
+
+// citation is a "[chunk-id]" reference in an answer.
+var citation = regexp.MustCompile(`\[[^\]\s]{1,200}\]`)
+
+// definitionSubject returns X of "what is X?" / "什么是X" / "X是什么", or "".
+func definitionSubject(q string) string {
+	if m := whatIsEN.FindStringSubmatch(q); m != nil {
+		return strings.TrimSpace(m[1])
+	}
+	if m := whatIsZH.FindStringSubmatch(q); m != nil {
+		return strings.TrimSpace(m[1] + m[2])
+	}
+	return ""
+}
+
+var (
+	whatIsEN = regexp.MustCompile(`(?i)^\s*what(?:'s| is| are)\s+(?:an?\s+|the\s+)?(.+?)\s*[?？.!]*\s*$`)
+	whatIsZH = regexp.MustCompile(`^\s*(?:什么是(.+?)|(.+?)是什么)\s*[?？。！]*\s*$`)
+)

@@ -1,4 +1,4 @@
-package offline
+package lexical
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
 )
 
@@ -609,23 +608,13 @@ func splitParticle(s string) (core, particle string) {
 	return s[:i], s[i:]
 }
 
-// Rewriter is [Rewrite] as an [activities.QueryRewriter].
+// Rewriter is [Rewrite] as the session's rewriter port
+// (activities.Rewriter).
 type Rewriter struct{}
 
-var _ activities.QueryRewriter = Rewriter{}
-
-// Rewrite implements [activities.QueryRewriter].
-func (Rewriter) Rewrite(ctx context.Context, question string, history []convo.Message) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	return Rewrite(question, history).Query, nil
-}
-
-var _ activities.TopicRewriter = Rewriter{}
-
-// RewriteWithTopic implements [activities.TopicRewriter].
-func (Rewriter) RewriteWithTopic(ctx context.Context, question string, history []convo.Message) (string, string, error) {
+// Rewrite returns the standalone question and the conversation's topic
+// ("" when none was found).
+func (Rewriter) Rewrite(ctx context.Context, question string, history []convo.Message) (query, topic string, err error) {
 	if err := ctx.Err(); err != nil {
 		return "", "", err
 	}
