@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -100,15 +99,6 @@ type RAGDoc struct {
 	Used bool `json:"used"`
 }
 
-// confidence orders passed documents: the grader's confidence, or a
-// neutral 0.5 for a document the relevance filter passed.
-func confidence(d RAGDoc) float64 {
-	if d.Grade == nil {
-		return 0.5
-	}
-	return d.Grade.Confidence
-}
-
 // GraderResult is the last grading round.
 type GraderResult struct {
 	PassRate      float64 `json:"passRate"`
@@ -183,34 +173,29 @@ func (in CorrectiveInput) withDefaults() CorrectiveInput {
 
 func (c *corrective) run(ctx workflow.Context) error {
 	query := c.in.Query
-	tried := map[string]bool{normQuery(query): true}
+	tried := triedQueries{}
+	tried.add(query)
 	for attempt := 0; ; attempt++ {
 		docs, ok := c.retrieve(ctx, query, attempt)
 		if !ok {
 			break
 		}
 		c.grade(ctx, query, docs, attempt)
-		g := c.res.GraderResult
-		passed := fmt.Sprintf("grade: %d of %d passed (%.2f", g.PassCount, g.TotalCount, g.PassRate)
-		if !g.ShouldRewrite {
-			c.decide(fmt.Sprintf("%s ≥ %.2f) → generate", passed, c.in.GradePassThreshold))
+		rewrite, why := afterGrade(c.res.GraderResult, attempt, c.in.MaxRewriteAttempts, c.in.GradePassThreshold)
+		c.decide(why)
+		if !rewrite {
 			break
 		}
-		if attempt >= c.in.MaxRewriteAttempts {
-			c.decide(fmt.Sprintf("%s < %.2f), rewrite limit %d reached → generate", passed, c.in.GradePassThreshold, c.in.MaxRewriteAttempts))
-			break
-		}
-		c.decide(fmt.Sprintf("%s < %.2f) → rewrite", passed, c.in.GradePassThreshold))
 		r, ok := c.rewrite(ctx, query, docs, attempt)
 		if !ok {
 			break
 		}
 		next := r.RewrittenQuery
-		if tried[normQuery(next)] {
+		if tried.has(next) {
 			c.decide(fmt.Sprintf("rewrite: %q was already tried (%s) → generate", clip(next, 60), r.RewriteReason))
 			break
 		}
-		tried[normQuery(next)] = true
+		tried.add(next)
 		c.res.RewriteHistory = append(c.res.RewriteHistory, RewriteRecord{
 			Attempt: attempt + 1, From: query, RewrittenQuery: next, RewriteReason: r.RewriteReason, Keywords: r.Keywords,
 		})
@@ -281,17 +266,10 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 		if doc.Passed {
 			pass++
 		}
-		c.record(doc)
+		c.res.Retrieval.Documents = mergeDoc(c.res.Retrieval.Documents, c.byID, doc)
 		c.texts[d.ID] = d.Text
 	}
-	g := GraderResult{PassCount: pass, TotalCount: len(docs)}
-	if len(docs) > 0 {
-		g.PassRate = float64(pass) / float64(len(docs))
-	}
-	g.ShouldRewrite = g.PassRate < c.in.GradePassThreshold
-	// Each document's own reasoning is in the retrieval's documents.
-	g.Reasoning = fmt.Sprintf("%d of %d documents relevant to %q: pass rate %.2f %s the threshold %.2f",
-		pass, len(docs), clip(query, 60), g.PassRate, map[bool]string{true: "below", false: "at or above"}[g.ShouldRewrite], c.in.GradePassThreshold)
+	g := gradeRound(query, pass, len(docs), c.in.GradePassThreshold)
 	status, detail := "ok", fmt.Sprintf("%d of %d passed", pass, len(docs))
 	if len(failed) > 0 {
 		g.Degraded = "grader failed, relevance filter used for " + strings.Join(failed, ", ")
@@ -303,19 +281,6 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 		Node: "grade", Attempt: attempt, Status: status, StartedAt: start,
 		DurationMS: workflow.Now(ctx).Sub(start).Milliseconds(), Detail: detail,
 	})
-}
-
-// record adds or updates a graded document in the result.
-func (c *corrective) record(d RAGDoc) {
-	docs := &c.res.Retrieval.Documents
-	if i, ok := c.byID[d.ID]; ok {
-		// A document that passed once stays usable.
-		d.Passed = d.Passed || (*docs)[i].Passed
-		(*docs)[i] = d
-		return
-	}
-	c.byID[d.ID] = len(*docs)
-	*docs = append(*docs, d)
 }
 
 // rewrite asks for a better query; false ends the loop.
@@ -344,14 +309,7 @@ func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activiti
 // confidently graded, so that the prompt stays as large as one retrieval
 // however many rounds ran.
 func (c *corrective) generate(ctx workflow.Context) error {
-	var passed []RAGDoc
-	for _, d := range c.res.Retrieval.Documents {
-		if d.Passed {
-			passed = append(passed, d)
-		}
-	}
-	sort.SliceStable(passed, func(i, j int) bool { return confidence(passed[i]) > confidence(passed[j]) })
-	passed = passed[:min(len(passed), c.in.TopK)]
+	passed := forAnswer(c.res.Retrieval.Documents, c.in.TopK)
 	used := make(map[string]bool, len(passed))
 	docs := make([]activities.DocText, len(passed))
 	ids := make([]string, len(passed))
@@ -413,9 +371,6 @@ func (c *corrective) decide(step string) {
 func (c *corrective) actx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
 	return activityCtx(ctx, c.in.Limits, summary, timeout, attempts)
 }
-
-// normQuery is a query's comparison form: lower case, single spaces.
-func normQuery(q string) string { return strings.Join(strings.Fields(strings.ToLower(q)), " ") }
 
 // clip shortens s to n bytes at a rune boundary, for summaries and traces.
 func clip(s string, n int) string {

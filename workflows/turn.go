@@ -12,10 +12,10 @@ import (
 	"github.com/ctxflow/ctxflow/convo"
 )
 
-// runTurn is the turn pipeline (DESIGN.md §3) as far as it is built:
-// load working context → trim to budget → generate → save. It fills res
-// and never returns an error: a failed turn is a result, and the user's
-// message is kept whatever happens.
+// runTurn is the turn pipeline (DESIGN.md §3): load_context → (chat:
+// generate | qa: rewrite_query → corrective_rag) → save. It fills res and
+// never returns an error: a failed turn is a result, and the user's message
+// is kept whatever happens.
 func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult) {
 	if err := ValidateTurn(req, s.st.Config); err != nil {
 		// Only signals get here: the update validator rejects bad turns first.
@@ -25,75 +25,26 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	opts, _ := ParseTurnOptions(req.Config) // validated above
 	cfg, _ := opts.Apply(s.st.Config)
 
-	// Sessions recorded before the corrective loop existed replay without it.
-	corrective := workflow.GetVersion(ctx, "corrective-rag", workflow.DefaultVersion, 1) >= 1 && cfg.TopK > 0
-	var lc activities.LoadContextResult
-	err := s.step(ctx, res, "load_context", func() (map[string]any, error) {
-		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, fmt.Sprintf("load context (%s, %d rounds, %d tokens)", cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens)),
-			sa.LoadContext, activities.LoadContextInput{
-				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
-				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
-				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: corrective,
-			}).Get(ctx, &lc)
-		details := map[string]any{
-			"windowMessages": len(lc.WindowIDs), "tokensBefore": lc.TokensBefore,
-			"tokensAfter": lc.TokensAfter, "trimmedCount": lc.TrimmedCount,
-			"summaryUsed": lc.SummaryUsed, "fallbackTruncation": lc.Degraded,
-		}
-		if lc.Route != "" {
-			details["route"], details["routeReason"] = lc.Route, lc.RouteReason
-		}
-		return details, err
-	})
+	lc, err := s.loadContext(ctx, req, cfg, res)
 	if err != nil {
 		s.fail(res, "load context", err)
 		return
 	}
-	if lc.Degraded {
-		res.Steps[len(res.Steps)-1].Status = "degraded"
-	}
-	res.UserMessageID = lc.UserMessageID
-	s.st.ActiveLeaf = lc.UserMessageID
-	s.st.Messages = lc.Messages
-	s.st.TokensBefore, s.st.TokensAfter, s.st.TrimmedCount = lc.TokensBefore, lc.TokensAfter, lc.TrimmedCount
-
-	if lc.AnswerID != "" { // a repeat of a turn whose answer is already stored
+	if lc.AnswerID != "" { // a repeat whose answer is stored: nothing moves
 		res.Steps = append(res.Steps, Step{Name: "generate", Status: "skipped", Start: workflow.Now(ctx),
 			Details: map[string]any{"reason": "answer already in transcript"}})
-		s.complete(res, lc.AnswerID, lc.Answer)
+		res.Status, res.Answer, res.AssistantMessageID = TurnCompleted, lc.Answer, lc.AnswerID
 		return
 	}
+	s.st.ActiveLeaf = lc.UserMessageID
 
-	summaryID := ""
-	if lc.SummaryUsed {
-		summaryID = s.summaryID()
-	}
-	// Before the corrective loop (histories of its version 0) Generate
-	// also retrieved; retrieval is the corrective loop's alone now, and the
-	// old histories replay Generate's recorded results.
-	gin := activities.GenerateInput{
-		Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
-		SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
-	}
 	var gen activities.GenerateResult
 	if lc.Route == activities.RouteQA {
-		gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, gin, res)
-		if err != nil {
+		if gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, s.generateInput(req, cfg, lc), res); err != nil {
 			s.fail(res, "answer from the knowledge base", err)
 			return
 		}
-	} else if err = s.step(ctx, res, "generate", func() (map[string]any, error) {
-		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1),
-			sa.Generate, gin).Get(ctx, &gen)
-		details := map[string]any{
-			"model": cfg.LLMModel, "engine": gen.Engine, "retrievedDocs": len(gen.Docs),
-			"promptTokens": gen.PromptTokens, "completionTokens": gen.CompletionTokens,
-		}
-		if gen.RetrievalError != "" {
-			details["retrievalError"] = gen.RetrievalError
-		}
-		return details, err
-	}); err != nil {
+	} else if gen, err = s.generate(ctx, req, cfg, lc, res); err != nil {
 		s.fail(res, "model unavailable", err)
 		return
 	}
@@ -103,15 +54,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	}
 	s.calibrate(cfg.LLMModel, gen.PromptTokens, lc.TokensAfter)
 
-	var saved activities.SaveAnswerResult
-	err = s.step(ctx, res, "save", func() (map[string]any, error) {
-		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, "save answer"), sa.SaveAnswer, activities.SaveAnswerInput{
-			Session: s.key, TurnID: req.TurnID, ParentID: lc.UserMessageID, Answer: gen.Answer,
-			Model: gen.Model, Engine: gen.Engine, CreatedAt: workflow.Now(ctx),
-			Window: cfg.Window(), SummaryConfig: cfg.Summary(), SummaryID: s.summaryID(),
-		}).Get(ctx, &saved)
-		return map[string]any{"messageId": saved.MessageID, "tokens": saved.Tokens, "summaryDue": saved.SummaryDue}, err
-	})
+	saved, err := s.save(ctx, req, cfg, lc, gen, res)
 	if err != nil {
 		s.fail(res, "save answer", err)
 		return
@@ -119,6 +62,72 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	s.st.Messages = saved.Messages
 	s.summaryDue = saved.SummaryDue
 	s.complete(res, saved.MessageID, gen.Answer)
+}
+
+// loadContext stores the question and assembles the model view: the
+// load_context step.
+func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg SessionConfig, res *TurnResult) (activities.LoadContextResult, error) {
+	// Sessions recorded before the corrective loop existed replay without it.
+	route := workflow.GetVersion(ctx, "corrective-rag", workflow.DefaultVersion, 1) >= 1 && cfg.TopK > 0
+	var lc activities.LoadContextResult
+	err := s.step(ctx, res, "load_context", func() (map[string]any, error) {
+		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, fmt.Sprintf("load context (%s, %d rounds, %d tokens)", cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens)),
+			sa.LoadContext, activities.LoadContextInput{
+				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
+				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
+				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: route,
+			}).Get(ctx, &lc)
+		return loadDetails(lc), err
+	})
+	if err != nil {
+		return lc, err
+	}
+	if lc.Degraded {
+		res.Steps[len(res.Steps)-1].Status = "degraded"
+	}
+	res.UserMessageID = lc.UserMessageID
+	s.st.Messages = lc.Messages
+	s.st.TokensBefore, s.st.TokensAfter, s.st.TrimmedCount = lc.TokensBefore, lc.TokensAfter, lc.TrimmedCount
+	return lc, nil
+}
+
+// generateInput asks for the answer over the turn's model view.
+func (s *session) generateInput(req TurnRequest, cfg SessionConfig, lc activities.LoadContextResult) activities.GenerateInput {
+	summaryID := ""
+	if lc.SummaryUsed {
+		summaryID = s.summaryID()
+	}
+	return activities.GenerateInput{
+		Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
+		SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
+	}
+}
+
+// generate is the chat route's generate step. (Before the corrective loop,
+// in histories of its version 0, Generate also retrieved; they replay its
+// recorded results.)
+func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionConfig, lc activities.LoadContextResult, res *TurnResult) (activities.GenerateResult, error) {
+	var gen activities.GenerateResult
+	err := s.step(ctx, res, "generate", func() (map[string]any, error) {
+		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1),
+			sa.Generate, s.generateInput(req, cfg, lc)).Get(ctx, &gen)
+		return generateDetails(cfg.LLMModel, gen), err
+	})
+	return gen, err
+}
+
+// save stores the answer: the save step.
+func (s *session) save(ctx workflow.Context, req TurnRequest, cfg SessionConfig, lc activities.LoadContextResult, gen activities.GenerateResult, res *TurnResult) (activities.SaveAnswerResult, error) {
+	var saved activities.SaveAnswerResult
+	err := s.step(ctx, res, "save", func() (map[string]any, error) {
+		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, "save answer"), sa.SaveAnswer, activities.SaveAnswerInput{
+			Session: s.key, TurnID: req.TurnID, ParentID: lc.UserMessageID, Answer: gen.Answer,
+			Model: gen.Model, Engine: gen.Engine, CreatedAt: workflow.Now(ctx),
+			Window: cfg.Window(), SummaryConfig: cfg.Summary(), SummaryID: s.summaryID(),
+		}).Get(ctx, &saved)
+		return map[string]any{"messageId": saved.MessageID, "tokens": saved.Tokens, "summaryDue": saved.SummaryDue}, err
+	})
+	return saved, err
 }
 
 // answerFromKnowledge is the qa route: the question made standalone from
@@ -153,29 +162,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 			MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
 			Model: cfg.LLMModel, Topic: rq.Topic, Generate: &gin, Limits: s.limits,
 		}).Get(ctx, &out)
-		g := out.GraderResult
-		details := map[string]any{
-			"workflowId": childID, "decisionPath": out.Workflow.DecisionPath, "finalQuery": out.Query.Final,
-			"rewriteCount": out.Query.RewriteCount, "passRate": g.PassRate, "passCount": g.PassCount,
-			"totalCount": g.TotalCount, "usedDocuments": out.Retrieval.FilteredDocuments,
-			"model": out.Model, "engine": out.Engine,
-		}
-		if g.Degraded != "" {
-			details["graderDegraded"] = g.Degraded
-		}
-		if out.Retrieval.Error != "" {
-			details["retrievalError"] = out.Retrieval.Error
-		}
-		var filter []string
-		for i, d := range out.Retrieval.Documents {
-			if i == maxFilterDetails {
-				filter = append(filter, fmt.Sprintf("… and %d more (see the child workflow)", len(out.Retrieval.Documents)-i))
-				break
-			}
-			filter = append(filter, fmt.Sprintf("%s %s: %s", d.ID, map[bool]string{true: "kept", false: "dropped"}[d.FilterKept], d.FilterReason))
-		}
-		details["relevanceFilter"] = filter
-		return details, err
+		return correctiveDetails(childID, out), err
 	})
 	gen := activities.GenerateResult{
 		Answer: out.Answer, Model: out.Model, Engine: out.Engine,
@@ -191,10 +178,6 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	}
 	return gen, err
 }
-
-// maxFilterDetails bounds the relevance-filter verdicts a turn's step
-// keeps: turn results travel in update results and in continue-as-new.
-const maxFilterDetails = 20
 
 // correctiveBudget bounds a corrective child workflow: each round's
 // retrieval (3 attempts of up to a minute), grading and rewrite (2 model

@@ -1,0 +1,68 @@
+package workflows
+
+import (
+	"fmt"
+
+	"github.com/ctxflow/ctxflow/activities"
+)
+
+// The details each step of a turn records in its trace (the steps query,
+// the turn result, the web page's timeline).
+
+// loadDetails are the load_context step's details.
+func loadDetails(lc activities.LoadContextResult) map[string]any {
+	d := map[string]any{
+		"windowMessages": len(lc.WindowIDs), "tokensBefore": lc.TokensBefore,
+		"tokensAfter": lc.TokensAfter, "trimmedCount": lc.TrimmedCount,
+		"summaryUsed": lc.SummaryUsed, "fallbackTruncation": lc.Degraded,
+	}
+	if lc.Route != "" {
+		d["route"], d["routeReason"] = lc.Route, lc.RouteReason
+	}
+	return d
+}
+
+// generateDetails are the generate step's details.
+func generateDetails(model string, gen activities.GenerateResult) map[string]any {
+	d := map[string]any{
+		"model": model, "engine": gen.Engine, "retrievedDocs": len(gen.Docs),
+		"promptTokens": gen.PromptTokens, "completionTokens": gen.CompletionTokens,
+	}
+	if gen.RetrievalError != "" {
+		d["retrievalError"] = gen.RetrievalError
+	}
+	return d
+}
+
+// maxFilterDetails bounds the relevance-filter verdicts a turn's step
+// keeps: turn results travel in update results and in continue-as-new.
+const maxFilterDetails = 20
+
+// correctiveDetails are the corrective_rag step's details: the child
+// workflow, its decision path, the last grading round and every relevance
+// filter verdict (the first maxFilterDetails), in retrieval order.
+func correctiveDetails(childID string, out CorrectiveResult) map[string]any {
+	g := out.GraderResult
+	d := map[string]any{
+		"workflowId": childID, "decisionPath": out.Workflow.DecisionPath, "finalQuery": out.Query.Final,
+		"rewriteCount": out.Query.RewriteCount, "passRate": g.PassRate, "passCount": g.PassCount,
+		"totalCount": g.TotalCount, "usedDocuments": out.Retrieval.FilteredDocuments,
+		"model": out.Model, "engine": out.Engine,
+	}
+	if g.Degraded != "" {
+		d["graderDegraded"] = g.Degraded
+	}
+	if out.Retrieval.Error != "" {
+		d["retrievalError"] = out.Retrieval.Error
+	}
+	var filter []string
+	for i, doc := range out.Retrieval.Documents {
+		if i == maxFilterDetails {
+			filter = append(filter, fmt.Sprintf("… and %d more (see the child workflow)", len(out.Retrieval.Documents)-i))
+			break
+		}
+		filter = append(filter, fmt.Sprintf("%s %s: %s", doc.ID, map[bool]string{true: "kept", false: "dropped"}[doc.FilterKept], doc.FilterReason))
+	}
+	d["relevanceFilter"] = filter
+	return d
+}
