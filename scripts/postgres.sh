@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A throw-away PostgreSQL server for the tests, from Debian's packages
+# (installed when missing): a cluster in DIR, on a free loopback port,
+# trusting local connections, without fsync.
+#
+#   scripts/postgres.sh start DIR   initialise DIR (once), start, print the URL
+#   scripts/postgres.sh stop DIR    stop the server of DIR
+set -euo pipefail
+cmd=${1:?usage: postgres.sh start|stop DIR}
+dir=$(realpath -m "${2:?usage: postgres.sh start|stop DIR}")
+
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -z "$bin" ]; then
+  echo "postgres.sh: installing Debian's postgresql" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2 && apt-get install -y -qq postgresql >&2
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+fi
+
+# initdb and the server refuse to run as root: run them as postgres.
+run=()
+if [ "$(id -u)" = 0 ]; then
+  run=(runuser -u postgres --)
+fi
+
+case "$cmd" in
+start)
+  mkdir -p "$dir"
+  [ "$(id -u)" = 0 ] && chown postgres "$dir"
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    "${run[@]}" "$bin/initdb" -D "$dir/data" -U ctxflow --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+      { cat "$dir/initdb.log" >&2; exit 1; }
+  fi
+  for _ in $(seq 50); do
+    port=$((20000 + RANDOM % 20000))
+    (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null || break
+  done
+  "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" >/dev/null ||
+    { cat "$dir/server.log" >&2; exit 1; }
+  echo "postgres://ctxflow@127.0.0.1:$port/postgres?sslmode=disable"
+  ;;
+stop)
+  "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+  ;;
+*)
+  echo "usage: postgres.sh start|stop DIR" >&2
+  exit 2
+  ;;
+esac
