@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/ctxflow/ctxflow/convo"
 )
@@ -410,6 +411,82 @@ type Relevance interface {
 type NamedEmbedder struct {
 	Embedder Embedder
 	Model    string
+}
+
+// Tool is a function a model may call in an agent task. Spec offers it to
+// the model (a JSON schema of its arguments); Policy says how a workflow
+// schedules it; Call runs it with the model's JSON arguments and returns
+// a JSON-encodable result. Call wraps ErrToolArgs for arguments that do not
+// fit, ErrToolFailed for a request the tool refused (the model's to fix);
+// any other error is the tool's infrastructure failing, retried as the
+// policy allows. [NewTool] builds one from a typed Go function.
+type Tool interface {
+	Spec() ToolSpec
+	Policy() ToolPolicy
+	Call(ctx context.Context, args json.RawMessage) (any, error)
+}
+
+// ToolPolicy is how a tool runs: its timeout, and whether a retry is safe
+// (read-only tools, and side-effecting ones that are idempotent, are
+// retried; others run once).
+type ToolPolicy struct {
+	Timeout    time.Duration
+	ReadOnly   bool
+	Idempotent bool
+}
+
+// Planner decides an agent task's next step from its model view: calls of
+// tools, or the final answer. A model's reply that is not what the
+// planner asked for (JSON mode, a parse failure) is returned as a step
+// with ParseError set, for the next step to see as an observation; only a
+// model that does not answer is an error (classified like ChatModel's).
+type Planner interface {
+	Next(ctx context.Context, req PlanRequest) (PlanStep, error)
+}
+
+// PlanRequest is what a planner sees.
+type PlanRequest struct {
+	Model string
+	// Goal is the task's goal; Facts what earlier steps and tasks found.
+	Goal  string
+	Facts KnownFacts
+	// View is the task's model view: the system prompt, the running
+	// summary of older steps and the recent steps, oldest first.
+	View  []convo.ModelMessage
+	Tools []ToolSpec
+	// Step is the number of the step to decide (from 1); Steps are all the
+	// steps so far, compact (for a planner that reasons over them).
+	Step    int
+	Steps   []StepRecord
+	Options ModelOptions
+}
+
+// StepRecord is one past step of a task, compact.
+type StepRecord struct {
+	N    int    `json:"n"`
+	Tool string `json:"tool,omitempty"`
+	// Args are the call's arguments (clipped).
+	Args string `json:"args,omitempty"`
+	OK   bool   `json:"ok"`
+	// Observation is the start of what the step observed.
+	Observation string `json:"observation,omitempty"`
+}
+
+// PlanStep is a planner's decision.
+type PlanStep struct {
+	// Thought is the planner's reasoning, if it gave one.
+	Thought string
+	// Calls are the tools to call, in order; empty when Answer is set.
+	Calls []convo.ToolCall
+	// Answer ends the task.
+	Answer string
+	// ParseError says why the model's reply could not be read (JSON
+	// mode); Raw is the reply.
+	ParseError string
+	Raw        string
+	// Engine names who decided ("ollama", "offline").
+	Engine                         string
+	PromptTokens, CompletionTokens int
 }
 
 // SmallTalkDetector tells greetings, thanks and goodbyes, which need no

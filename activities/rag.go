@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -323,4 +324,45 @@ func DocumentsMessage(docs []DocText) string {
 		fmt.Fprintf(&b, "[%s] %s\n", d.ID, strings.TrimSpace(d.Text))
 	}
 	return b.String()
+}
+
+// KnowledgeTool is search_knowledge: the qa turn's retrieval (with its
+// relevance filter) as an agent tool.
+func KnowledgeTool(rag *RAG) Tool {
+	return NewTool("search_knowledge", "Search the knowledge base (the documents ingested into ctxflow) and return the passages that match, best first.",
+		ToolPolicy{Timeout: time.Minute, ReadOnly: true},
+		func(ctx context.Context, a struct {
+			Query string `json:"query" desc:"what to look for"`
+			TopK  int    `json:"topK,omitempty" desc:"how many passages (default 5, at most 20)"`
+		}) (any, error) {
+			if strings.TrimSpace(a.Query) == "" {
+				return nil, fmt.Errorf("%w: query is empty", ErrToolArgs)
+			}
+			k := a.TopK
+			if k <= 0 {
+				k = 5
+			}
+			res, err := rag.Retrieve(ctx, RetrieveInput{Query: a.Query, TopK: min(k, 20), SimilarityThreshold: 0.3})
+			if err != nil {
+				if IsPermanent(err) || CodeOf(err) == CodeDimensionMismatch {
+					return nil, fmt.Errorf("%w: %v", ErrToolFailed, err)
+				}
+				return nil, err
+			}
+			type passage struct {
+				ID     string `json:"id"`
+				Source string `json:"source,omitempty"`
+				Text   string `json:"text"`
+			}
+			out := struct {
+				Passages []passage `json:"passages"`
+				Empty    bool      `json:"knowledgeBaseEmpty,omitempty"`
+			}{Passages: []passage{}, Empty: res.Empty}
+			for _, d := range res.Docs {
+				if d.Kept {
+					out.Passages = append(out.Passages, passage{ID: d.ID, Source: d.Source, Text: clipText(d.Text, 800)})
+				}
+			}
+			return out, nil
+		})
 }

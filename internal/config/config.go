@@ -52,6 +52,11 @@ type Config struct {
 	TranscriptSync bool
 	// WorkerActivities bounds the activities a worker runs at once.
 	WorkerActivities int
+	// SQLDatabase is the agent's read-only database: "demo" (the demo
+	// shop, generated under DataDir), a SQLite file, or a postgres:// URL.
+	SQLDatabase string
+	// ObservationMaxChars caps a tool result in a task's model view.
+	ObservationMaxChars int
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -100,6 +105,10 @@ var Vars = []Var{
 	{"CTXFLOW_CONTINUE_AS_NEW_TURNS", "100", "turns per workflow run before the session continues as new"},
 	{"CTXFLOW_SESSION_IDLE_TTL", "24h", "an idle session's run ends cleanly after this; its next turn revives it"},
 	{"CTXFLOW_RECENT_TURNS", "32", "turn results a session keeps for the turn and steps queries"},
+	{"CTXFLOW_SQL_DATABASE", "demo", "the agent's read-only SQL database: `demo` (a shop of 14 tables, generated under `$CTXFLOW_DATA_DIR/demo/shop.db`), the path of a SQLite file, or a `postgres://` URL"},
+	{"MAX_STEPS", "12", "default `maxSteps` of new sessions: agent task steps before the task pauses with a progress summary"},
+	{"MESSAGE_COMPRESS_RECENT_WINDOW", "10", "unfolded messages a task's model view holds before older steps are folded into its running summary"},
+	{"MESSAGE_COMPRESS_MAX_LENGTH", "5000", "characters of a tool result in a task's model view (lists cut to their first 10 items); the transcript keeps it whole"},
 	{"CTXFLOW_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"CTXFLOW_LOG_FORMAT", "text", "text or json"},
 }
@@ -110,27 +119,29 @@ func Load() (Config, error) { return load(os.LookupEnv) }
 func load(lookup func(string) (string, bool)) (Config, error) {
 	p := parser{lookup: lookup}
 	c := Config{
-		TemporalAddress:   p.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalNamespace: p.str("TEMPORAL_NAMESPACE", "default"),
-		HTTPAddr:          p.str("CTXFLOW_HTTP_ADDR", ":8080"),
-		UIPort:            p.int("CTXFLOW_UI_PORT", 8233),
-		TemporalPort:      p.int("CTXFLOW_TEMPORAL_PORT", 7233),
-		DataDir:           p.str("CTXFLOW_DATA_DIR", "./data"),
-		MaxBodyBytes:      int64(p.int("CTXFLOW_MAX_BODY_BYTES", 1<<20)),
-		ShutdownTimeout:   p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
-		TurnWaitTimeout:   p.dur("CTXFLOW_TURN_WAIT_TIMEOUT", 5*time.Minute),
-		MaxUploadBytes:    int64(p.int("CTXFLOW_MAX_UPLOAD_BYTES", 32<<20)),
-		IngestWaitTimeout: p.dur("CTXFLOW_INGEST_WAIT_TIMEOUT", 5*time.Minute),
-		OllamaHost:        p.str("OLLAMA_HOST", "http://127.0.0.1:11434"),
-		ModelProvider:     p.str("CTXFLOW_MODEL_PROVIDER", "auto"),
-		Collection:        p.str("CTXFLOW_COLLECTION", "rag_documents"),
-		VectorStore:       p.str("CTXFLOW_VECTOR_STORE", "embedded"),
-		MilvusAddress:     p.str("MILVUS_ADDRESS", "localhost:19530"),
-		MilvusToken:       p.str("MILVUS_TOKEN", ""),
-		Tokenizer:         p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
-		TranscriptSync:    p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
-		WorkerActivities:  p.int("CTXFLOW_WORKER_ACTIVITIES", 64),
-		LogFormat:         p.str("CTXFLOW_LOG_FORMAT", "text"),
+		TemporalAddress:     p.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+		TemporalNamespace:   p.str("TEMPORAL_NAMESPACE", "default"),
+		HTTPAddr:            p.str("CTXFLOW_HTTP_ADDR", ":8080"),
+		UIPort:              p.int("CTXFLOW_UI_PORT", 8233),
+		TemporalPort:        p.int("CTXFLOW_TEMPORAL_PORT", 7233),
+		DataDir:             p.str("CTXFLOW_DATA_DIR", "./data"),
+		MaxBodyBytes:        int64(p.int("CTXFLOW_MAX_BODY_BYTES", 1<<20)),
+		ShutdownTimeout:     p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
+		TurnWaitTimeout:     p.dur("CTXFLOW_TURN_WAIT_TIMEOUT", 5*time.Minute),
+		MaxUploadBytes:      int64(p.int("CTXFLOW_MAX_UPLOAD_BYTES", 32<<20)),
+		IngestWaitTimeout:   p.dur("CTXFLOW_INGEST_WAIT_TIMEOUT", 5*time.Minute),
+		OllamaHost:          p.str("OLLAMA_HOST", "http://127.0.0.1:11434"),
+		ModelProvider:       p.str("CTXFLOW_MODEL_PROVIDER", "auto"),
+		Collection:          p.str("CTXFLOW_COLLECTION", "rag_documents"),
+		VectorStore:         p.str("CTXFLOW_VECTOR_STORE", "embedded"),
+		MilvusAddress:       p.str("MILVUS_ADDRESS", "localhost:19530"),
+		MilvusToken:         p.str("MILVUS_TOKEN", ""),
+		Tokenizer:           p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
+		TranscriptSync:      p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
+		WorkerActivities:    p.int("CTXFLOW_WORKER_ACTIVITIES", 64),
+		SQLDatabase:         p.str("CTXFLOW_SQL_DATABASE", "demo"),
+		ObservationMaxChars: p.int("MESSAGE_COMPRESS_MAX_LENGTH", 5000),
+		LogFormat:           p.str("CTXFLOW_LOG_FORMAT", "text"),
 	}
 	c.UploadDir = p.str("CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/uploads")
 	c.Session = workflows.DefaultSessionConfig()
@@ -143,6 +154,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	c.Session.MaxTokens = p.int("CONTEXT_MAX_TOKENS", c.Session.MaxTokens)
 	c.Session.SummaryThreshold = p.int("SUMMARY_TRIGGER_THRESHOLD", c.Session.SummaryThreshold)
+	c.Session.MaxSteps = p.int("MAX_STEPS", c.Session.MaxSteps)
 
 	c.Limits = workflows.DefaultLimits()
 	c.Limits.LLMTimeout = p.dur("LLM_TIMEOUT", c.Limits.LLMTimeout)
@@ -151,6 +163,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.Limits.ContinueAsNewEvery = p.int("CTXFLOW_CONTINUE_AS_NEW_TURNS", c.Limits.ContinueAsNewEvery)
 	c.Limits.IdleTTL = p.dur("CTXFLOW_SESSION_IDLE_TTL", c.Limits.IdleTTL)
 	c.Limits.RecentTurns = p.int("CTXFLOW_RECENT_TURNS", c.Limits.RecentTurns)
+	c.Limits.TaskRecentMessages = p.int("MESSAGE_COMPRESS_RECENT_WINDOW", c.Limits.TaskRecentMessages)
 
 	if err := c.LogLevel.UnmarshalText([]byte(p.str("CTXFLOW_LOG_LEVEL", "info"))); err != nil {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_LOG_LEVEL: %w", err))
@@ -163,6 +176,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.MaxUploadBytes < 1024 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_UPLOAD_BYTES %d: want at least 1024", c.MaxUploadBytes))
+	}
+	if c.ObservationMaxChars < 100 || c.ObservationMaxChars > 1_000_000 {
+		p.errs = append(p.errs, fmt.Errorf("MESSAGE_COMPRESS_MAX_LENGTH %d: want 100 to 1000000", c.ObservationMaxChars))
 	}
 	if c.WorkerActivities < 1 || c.WorkerActivities > 10_000 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_WORKER_ACTIVITIES %d: want 1 to 10000", c.WorkerActivities))
@@ -214,6 +230,8 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		{"CTXFLOW_CONTINUE_AS_NEW_TURNS", func(k *knobs) { k.l.ContinueAsNewEvery = c.Limits.ContinueAsNewEvery }},
 		{"CTXFLOW_SESSION_IDLE_TTL", func(k *knobs) { k.l.IdleTTL = c.Limits.IdleTTL }},
 		{"CTXFLOW_RECENT_TURNS", func(k *knobs) { k.l.RecentTurns = c.Limits.RecentTurns }},
+		{"MAX_STEPS", func(k *knobs) { k.s.MaxSteps = c.Session.MaxSteps }},
+		{"MESSAGE_COMPRESS_RECENT_WINDOW", func(k *knobs) { k.l.TaskRecentMessages = c.Limits.TaskRecentMessages }},
 	} {
 		k := knobs{workflows.DefaultSessionConfig(), workflows.DefaultLimits()}
 		v.set(&k)

@@ -1,0 +1,97 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// ModelPlanner plans a task's steps with a chat model: native tool calling
+// (seed 002), or, for a model that does not take tools, JSON mode, whose
+// reply is extracted and repaired ([convo.ExtractJSON]) and, when that
+// fails, returned as a parse error for the next step to see (seed 001 §1).
+type ModelPlanner struct {
+	Model ChatModel
+	// Engine names the model's provider in the steps ("ollama").
+	Engine string
+	// JSONMode skips native tool calling (a model known not to take tools).
+	JSONMode bool
+}
+
+var _ Planner = ModelPlanner{}
+
+// Next implements [Planner].
+func (p ModelPlanner) Next(ctx context.Context, req PlanRequest) (PlanStep, error) {
+	if !p.JSONMode {
+		resp, err := p.Model.Chat(ctx, ChatRequest{Model: req.Model, Messages: req.View, Tools: req.Tools, Options: req.Options}, nil)
+		if err == nil {
+			return p.step(resp, PlanStep{Thought: strings.TrimSpace(resp.Content), Calls: resp.ToolCalls, Answer: answerIf(resp)}), nil
+		}
+		if !toolsUnsupported(err) {
+			return PlanStep{}, err
+		}
+		logger(ctx).Info("the model takes no tools: planning in JSON mode", "model", req.Model)
+	}
+	view := append([]convo.ModelMessage{{Role: string(convo.RoleSystem), Content: jsonModePrompt(req.Tools)}}, req.View...)
+	resp, err := p.Model.Chat(ctx, ChatRequest{Model: req.Model, Messages: view, Format: []byte("json"), Options: req.Options}, nil)
+	if err != nil {
+		return PlanStep{}, err
+	}
+	step := PlanStep{Raw: resp.Content}
+	var out struct {
+		Thought string          `json:"thought"`
+		Tool    string          `json:"tool"`
+		Args    json.RawMessage `json:"args"`
+		Answer  string          `json:"answer"`
+	}
+	raw, perr := convo.ExtractJSON(resp.Content)
+	if perr == nil {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		perr = dec.Decode(&out)
+	}
+	switch {
+	case perr != nil:
+		step.ParseError = perr.Error()
+	case out.Tool == "" && strings.TrimSpace(out.Answer) == "":
+		step.ParseError = `neither "tool" nor "answer" is set`
+	case out.Tool != "":
+		step.Thought = out.Thought
+		step.Calls = []convo.ToolCall{{Name: out.Tool, Args: out.Args}}
+	default:
+		step.Thought, step.Answer = out.Thought, out.Answer
+	}
+	return p.step(resp, step), nil
+}
+
+func (p ModelPlanner) step(resp ChatResponse, s PlanStep) PlanStep {
+	s.Engine, s.PromptTokens, s.CompletionTokens = p.Engine, resp.PromptTokens, resp.CompletionTokens
+	return s
+}
+
+// answerIf is a reply's text when it called no tool: the final answer.
+func answerIf(resp ChatResponse) string {
+	if len(resp.ToolCalls) > 0 {
+		return ""
+	}
+	return strings.TrimSpace(resp.Content)
+}
+
+// toolsUnsupported reports a model that refuses tools (Ollama: "... does
+// not support tools").
+func toolsUnsupported(err error) bool {
+	return IsPermanent(err) && strings.Contains(strings.ToLower(err.Error()), "does not support tools")
+}
+
+func jsonModePrompt(tools []ToolSpec) string {
+	var b strings.Builder
+	b.WriteString("Answer with one JSON object only, one of:\n" + planFormat + "\nThe tools:\n")
+	for _, t := range tools {
+		fmt.Fprintf(&b, "- %s: %s Arguments (JSON schema): %s\n", t.Name, t.Description, t.Parameters)
+	}
+	return b.String()
+}

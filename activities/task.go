@@ -1,0 +1,526 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ctxflow/ctxflow/convo"
+)
+
+// Agent holds the ports of the agent task activities: a task's steps are
+// messages in its own transcript (bodies there, ids in workflow history),
+// its model view is assembled by the context engine (recent steps verbatim,
+// older ones folded into a running summary), the planner decides each step
+// and the tools run as activities of their own.
+type Agent struct {
+	Transcript TranscriptStore
+	Tools      []Tool
+	Planner    Planner
+	// Model writes a paused task's progress summary; nil (or a failure)
+	// gives the summary built from the steps.
+	Model     ChatModel
+	Tokenizer convo.Tokenizer
+	// ObservationMaxChars caps each tool result in the model view
+	// (MESSAGE_COMPRESS_MAX_LENGTH; 0: convo's default).
+	ObservationMaxChars int
+}
+
+// FactsReporter is a tool result that adds to the known facts.
+type FactsReporter interface {
+	Facts() KnownFacts
+}
+
+// TaskKey is the transcript of a session's task: its own tree, beside the
+// session's.
+func TaskKey(session SessionKey, taskID string) SessionKey {
+	return SessionKey{Tenant: session.Tenant, SessionID: session.SessionID + ":task:" + taskID}
+}
+
+// Message ids of a task's transcript: deterministic, so that a retried
+// activity finds what its first attempt stored.
+const goalID = "goal"
+
+func stepID(n int, part string) string { return fmt.Sprintf("s%d.%s", n, part) }
+
+// ToolCatalog lists the tools and how to schedule them.
+func (a *Agent) ToolCatalog(ctx context.Context) ([]ToolInfo, error) {
+	out := make([]ToolInfo, len(a.Tools))
+	for i, t := range a.Tools {
+		out[i] = t.Policy().Info(t.Spec().Name)
+	}
+	return out, nil
+}
+
+// StartTaskInput names a task and its goal.
+type StartTaskInput struct {
+	Task SessionKey `json:"task"`
+	Goal string     `json:"goal"`
+}
+
+// StartTask stores the goal as the task transcript's root and returns its
+// id (the first leaf).
+func (a *Agent) StartTask(ctx context.Context, in StartTaskInput) (string, error) {
+	m := convo.Message{ID: goalID, Role: convo.RoleUser, Content: in.Goal, CreatedAt: time.Now().UTC()}
+	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
+	if _, _, err := a.Transcript.Append(ctx, in.Task, m); err != nil {
+		return "", fmt.Errorf("start task %s: %w", in.Task, err)
+	}
+	return goalID, nil
+}
+
+// ThinkInput asks for a task's next step.
+type ThinkInput struct {
+	Task SessionKey `json:"task"`
+	Goal string     `json:"goal"`
+	// Step is the number of the step to decide; Leaf the transcript's last
+	// message before it.
+	Step int    `json:"step"`
+	Leaf string `json:"leaf"`
+	// SummaryID names the running summary of older steps ("" for none).
+	SummaryID string             `json:"summaryId,omitempty"`
+	Window    convo.WindowConfig `json:"window"`
+	Facts     KnownFacts         `json:"facts"`
+	Steps     []StepRecord       `json:"steps,omitempty"`
+	Model     string             `json:"model"`
+	Options   ModelOptions       `json:"options"`
+}
+
+// CallRef names a tool call stored in a task's transcript.
+type CallRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Args are the call's arguments, clipped, for the step's trace.
+	Args string `json:"args,omitempty"`
+}
+
+// ThinkResult is a step's decision, by reference: the calls, the answer or
+// the parse error are in the transcript.
+type ThinkResult struct {
+	Calls []CallRef `json:"calls,omitempty"`
+	// Answer ends the task (it is also in the transcript).
+	Answer string `json:"answer,omitempty"`
+	// ParseError says why the model's reply could not be read; the error
+	// observation is in the transcript for the next step.
+	ParseError string `json:"parseError,omitempty"`
+	// Leaf is the transcript's last message after the step.
+	Leaf             string `json:"leaf"`
+	Engine           string `json:"engine,omitempty"`
+	PromptTokens     int    `json:"promptTokens,omitempty"`
+	CompletionTokens int    `json:"completionTokens,omitempty"`
+}
+
+// Think decides the task's next step with the planner and stores it in the
+// task's transcript: the tool calls, the answer, or the model's unreadable
+// reply and a json_parse_error observation (seed 001 §1). A retry finds
+// the step its first attempt stored and returns it, so a step is decided
+// once.
+func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
+	defer keepAlive(ctx)()
+	if res, ok, err := a.storedStep(ctx, in); err != nil || ok {
+		return res, err
+	}
+	view, err := a.view(ctx, in)
+	if err != nil {
+		return ThinkResult{}, err
+	}
+	specs := make([]ToolSpec, len(a.Tools))
+	for i, t := range a.Tools {
+		specs[i] = t.Spec()
+	}
+	step, err := a.Planner.Next(ctx, PlanRequest{
+		Model: in.Model, Goal: in.Goal, Facts: in.Facts, View: view, Tools: specs,
+		Step: in.Step, Steps: in.Steps, Options: in.Options,
+	})
+	if err != nil {
+		return ThinkResult{}, modelFailure(fmt.Sprintf("step %d of task %s", in.Step, in.Task), err)
+	}
+	res := ThinkResult{Leaf: in.Leaf, Engine: step.Engine, PromptTokens: step.PromptTokens, CompletionTokens: step.CompletionTokens}
+	now := time.Now().UTC()
+	add := func(m convo.Message) error {
+		m.ParentID, m.CreatedAt = res.Leaf, now
+		m.Tokens = convo.MessageTokens(a.Tokenizer, m)
+		if _, _, err := a.Transcript.Append(ctx, in.Task, m); err != nil {
+			return fmt.Errorf("store step %d of task %s: %w", in.Step, in.Task, err)
+		}
+		res.Leaf = m.ID
+		return nil
+	}
+	switch {
+	case step.ParseError != "":
+		if err := add(convo.Message{ID: stepID(in.Step, "raw"), Role: convo.RoleAssistant, Content: cmpOr(step.Raw, "(empty reply)")}); err != nil {
+			return res, err
+		}
+		obs := convo.ParseErrorObservation(step.Raw, planFormat, errors.New(step.ParseError), 2000)
+		if err := add(convo.Message{ID: stepID(in.Step, "error"), Role: convo.RoleUser, Content: obs}); err != nil {
+			return res, err
+		}
+		res.ParseError = clipText(step.ParseError, 300)
+	case len(step.Calls) == 0:
+		answer := strings.TrimSpace(step.Answer)
+		if answer == "" {
+			answer = "(the planner gave neither a tool call nor an answer)"
+		}
+		if err := add(convo.Message{ID: stepID(in.Step, "answer"), Role: convo.RoleAssistant, Content: answer}); err != nil {
+			return res, err
+		}
+		res.Answer = answer
+	default:
+		if t := strings.TrimSpace(step.Thought); t != "" {
+			if err := add(convo.Message{ID: stepID(in.Step, "think"), Role: convo.RoleAssistant, Content: t}); err != nil {
+				return res, err
+			}
+		}
+		for i, c := range step.Calls {
+			id := stepID(in.Step, fmt.Sprintf("c%d", i+1))
+			args := c.Args
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			call := &convo.ToolCall{ID: id, Name: c.Name, Args: args}
+			if err := add(convo.Message{ID: id, Role: convo.RoleToolCall, ToolCall: call}); err != nil {
+				return res, err
+			}
+			res.Calls = append(res.Calls, CallRef{ID: id, Name: c.Name, Args: clipText(string(args), 200)})
+		}
+	}
+	return res, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// storedStep returns the step an earlier attempt of Think stored.
+func (a *Agent) storedStep(ctx context.Context, in ThinkInput) (ThinkResult, bool, error) {
+	get := func(part string) (convo.Message, bool, error) {
+		return a.Transcript.Get(ctx, in.Task, stepID(in.Step, part))
+	}
+	if m, ok, err := get("answer"); err != nil || ok {
+		return ThinkResult{Answer: m.Content, Leaf: m.ID}, ok, err
+	}
+	if m, ok, err := get("error"); err != nil || ok {
+		return ThinkResult{ParseError: "the reply was not valid JSON (see the step's observation)", Leaf: m.ID}, ok, err
+	}
+	res := ThinkResult{}
+	for i := 1; ; i++ {
+		m, ok, err := get(fmt.Sprintf("c%d", i))
+		if err != nil {
+			return res, false, err
+		}
+		if !ok || m.ToolCall == nil {
+			break
+		}
+		res.Calls = append(res.Calls, CallRef{ID: m.ID, Name: m.ToolCall.Name, Args: clipText(string(m.ToolCall.Args), 200)})
+		res.Leaf = m.ID
+	}
+	return res, len(res.Calls) > 0, nil
+}
+
+// planFormat is the JSON a planner in JSON mode answers with.
+const planFormat = `{"thought": "...", "tool": "<tool name>", "args": {...}}  or  {"thought": "...", "answer": "<final answer>"}`
+
+// view is the task's model view: the system prompt (instructions, goal,
+// tools, known facts), the running summary of older steps and the recent
+// steps, tool results compressed.
+func (a *Agent) view(ctx context.Context, in ThinkInput) ([]convo.ModelMessage, error) {
+	sum, err := a.summaryOf(ctx, in.Task, in.SummaryID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := a.Transcript.Assemble(ctx, in.Task, in.Leaf, in.Window, sum, 0)
+	if err != nil {
+		return nil, Permanent(CodeInvalidArgument, fmt.Sprintf("assemble task %s", in.Task), err)
+	}
+	msgs, err := convo.View{ObservationMaxChars: a.ObservationMaxChars}.ModelMessages(c.Messages)
+	if err != nil {
+		return nil, Permanent(CodeInvalidArgument, fmt.Sprintf("model view of task %s", in.Task), err)
+	}
+	head := []convo.ModelMessage{{Role: string(convo.RoleSystem), Content: TaskPrompt(in.Goal, in.Facts)}}
+	if c.Summary != "" {
+		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: convo.SummaryMessage(c.Summary).Content})
+	}
+	return append(head, msgs...), nil
+}
+
+func (a *Agent) summaryOf(ctx context.Context, k SessionKey, id string) (convo.SummaryState, error) {
+	return (&Session{Transcript: a.Transcript}).summary(ctx, k, id)
+}
+
+// TaskPrompt is the system prompt of every step of a task.
+func TaskPrompt(goal string, facts KnownFacts) string {
+	var b strings.Builder
+	b.WriteString("You are a careful data analyst working step by step (think, act, observe). Use the tools to explore the database " +
+		"and answer the goal. Call one tool at a time; when you know the answer, give it with the SQL that found it. " +
+		"A tool error is an observation: read it and try something else.\n\nGoal: ")
+	b.WriteString(goal)
+	b.WriteString("\n")
+	if p := facts.Prompt(); p != "" {
+		b.WriteString("\n")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// CallToolInput runs one stored tool call.
+type CallToolInput struct {
+	Task   SessionKey `json:"task"`
+	CallID string     `json:"callId"`
+	// Summary asks whether the task's running summary is due after the call.
+	Window        convo.WindowConfig  `json:"window"`
+	SummaryConfig convo.SummaryConfig `json:"summaryConfig"`
+	SummaryID     string              `json:"summaryId,omitempty"`
+}
+
+// CallToolResult is a tool call's outcome, compact: the result itself is
+// the tool_result message ResultID of the transcript.
+type CallToolResult struct {
+	ResultID string `json:"resultId"`
+	Tool     string `json:"tool"`
+	OK       bool   `json:"ok"`
+	// Observation is the start of the result (or the error) for the trace.
+	Observation string     `json:"observation"`
+	Facts       KnownFacts `json:"facts"`
+	// SummaryDue reports that older steps should be folded now.
+	SummaryDue bool `json:"summaryDue,omitempty"`
+}
+
+// CallTool runs the tool call stored as CallID and stores its result. An
+// unknown tool, arguments that do not fit, or the tool's refusal become an
+// error observation (OK false) for the model, never a failure of the task
+// (seed 002 properties 5–7); a failure of the tool's infrastructure is
+// returned, for the workflow to retry as the tool's policy allows. A call
+// whose result is already stored is not run again.
+func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult, error) {
+	defer keepAlive(ctx)()
+	call, ok, err := a.Transcript.Get(ctx, in.Task, in.CallID)
+	switch {
+	case err != nil:
+		return CallToolResult{}, fmt.Errorf("read call %s of %s: %w", in.CallID, in.Task, err)
+	case !ok || call.ToolCall == nil:
+		return CallToolResult{}, Permanent(CodeNotFound, fmt.Sprintf("task %s has no tool call %s", in.Task, in.CallID), nil)
+	}
+	res := CallToolResult{ResultID: in.CallID + ".r", Tool: call.ToolCall.Name}
+	if stored, ok, err := a.Transcript.Get(ctx, in.Task, res.ResultID); err != nil {
+		return res, fmt.Errorf("read result %s of %s: %w", res.ResultID, in.Task, err)
+	} else if ok {
+		res.OK = !strings.HasPrefix(stored.Content, `{"error"`)
+		res.Observation = clipText(stored.Content, 160)
+		return a.due(ctx, in, res)
+	}
+	content, facts, ok, err := a.run(ctx, call.ToolCall)
+	if err != nil {
+		return res, fmt.Errorf("tool %s (call %s of %s): %w", call.ToolCall.Name, in.CallID, in.Task, err)
+	}
+	if err := a.storeResult(ctx, in.Task, in.CallID, content); err != nil {
+		return res, err
+	}
+	res.OK, res.Observation, res.Facts = ok, clipText(content, 160), facts
+	return a.due(ctx, in, res)
+}
+
+// run runs a call: its result's JSON and facts, or an error observation;
+// err only for an infrastructure failure.
+func (a *Agent) run(ctx context.Context, c *convo.ToolCall) (content string, facts KnownFacts, ok bool, err error) {
+	observe := func(e error) (string, KnownFacts, bool, error) {
+		b, _ := json.Marshal(map[string]string{"error": e.Error()})
+		return string(b), KnownFacts{ErrorHistory: []string{c.Name + ": " + e.Error()}}, false, nil
+	}
+	for _, t := range a.Tools {
+		if t.Spec().Name != c.Name {
+			continue
+		}
+		out, err := t.Call(ctx, c.Args)
+		switch {
+		case errors.Is(err, ErrToolArgs), errors.Is(err, ErrToolFailed):
+			return observe(err)
+		case err != nil:
+			return "", KnownFacts{}, false, err
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return observe(fmt.Errorf("%w: result is not JSON: %v", ErrToolFailed, err))
+		}
+		if fr, isFR := out.(FactsReporter); isFR {
+			facts = fr.Facts()
+		}
+		return string(b), facts, true, nil
+	}
+	names := make([]string, len(a.Tools))
+	for i, t := range a.Tools {
+		names[i] = t.Spec().Name
+	}
+	return observe(fmt.Errorf("unknown tool %q: the tools are %s", c.Name, strings.Join(names, ", ")))
+}
+
+func (a *Agent) storeResult(ctx context.Context, task SessionKey, callID, content string) error {
+	m := convo.Message{ID: callID + ".r", ParentID: callID, Role: convo.RoleToolResult, ToolCallID: callID, Content: content, CreatedAt: time.Now().UTC()}
+	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
+	if _, _, err := a.Transcript.Append(ctx, task, m); err != nil {
+		return fmt.Errorf("store result of %s in %s: %w", callID, task, err)
+	}
+	return nil
+}
+
+// due reports whether the task's running summary should fold older steps.
+func (a *Agent) due(ctx context.Context, in CallToolInput, res CallToolResult) (CallToolResult, error) {
+	if in.SummaryConfig == (convo.SummaryConfig{}) {
+		return res, nil
+	}
+	sum, err := a.summaryOf(ctx, in.Task, in.SummaryID)
+	if err != nil {
+		return res, err
+	}
+	plan, err := a.Transcript.PlanSummary(ctx, in.Task, res.ResultID, FoldWindow(in.Window, in.SummaryConfig), in.SummaryConfig, sum)
+	if err != nil {
+		return res, fmt.Errorf("plan summary of %s: %w", in.Task, err)
+	}
+	res.SummaryDue = plan.Triggered && len(plan.Fold) > 0
+	return res, nil
+}
+
+// RecordToolErrorInput stores the error of a tool call whose activity
+// failed after its retries.
+type RecordToolErrorInput struct {
+	Task   SessionKey `json:"task"`
+	CallID string     `json:"callId"`
+	Error  string     `json:"error"`
+}
+
+// RecordToolError stores a failed call's error as its result, so that the
+// model sees it (and the transcript keeps every call answered).
+func (a *Agent) RecordToolError(ctx context.Context, in RecordToolErrorInput) error {
+	if _, ok, err := a.Transcript.Get(ctx, in.Task, in.CallID+".r"); err != nil || ok {
+		return err
+	}
+	b, _ := json.Marshal(map[string]string{"error": "the tool failed after its retries: " + in.Error})
+	return a.storeResult(ctx, in.Task, in.CallID, string(b))
+}
+
+// AppendInput adds a message to a task's transcript.
+type AppendInput struct {
+	Task     SessionKey `json:"task"`
+	ID       string     `json:"id"`
+	ParentID string     `json:"parentId"`
+	Role     convo.Role `json:"role"`
+	Content  string     `json:"content"`
+}
+
+// AppendTaskMessage stores a message in a task's transcript (the continue
+// request), idempotently.
+func (a *Agent) AppendTaskMessage(ctx context.Context, in AppendInput) error {
+	m := convo.Message{ID: in.ID, ParentID: in.ParentID, Role: in.Role, Content: in.Content, CreatedAt: time.Now().UTC()}
+	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
+	if _, _, err := a.Transcript.Append(ctx, in.Task, m); err != nil {
+		return fmt.Errorf("append %s to %s: %w", in.ID, in.Task, err)
+	}
+	return nil
+}
+
+// ProgressInput asks for a paused task's progress summary.
+type ProgressInput struct {
+	Task  SessionKey   `json:"task"`
+	Goal  string       `json:"goal"`
+	Step  int          `json:"step"`
+	Leaf  string       `json:"leaf"`
+	Facts KnownFacts   `json:"facts"`
+	Steps []StepRecord `json:"steps,omitempty"`
+	Model string       `json:"model"`
+}
+
+// ProgressResult is the summary, stored in the transcript as MessageID.
+type ProgressResult struct {
+	MessageID string `json:"messageId"`
+	Summary   string `json:"summary"`
+	Engine    string `json:"engine,omitempty"`
+}
+
+// progressPrompt asks for seed 001 §2's progress summary.
+const progressPrompt = `The task below stopped at its step limit. Write a short progress summary for the user, in the language of the goal, with these parts:
+Goal: the original question.
+Done: the steps taken so far.
+Found: the facts found (tables, columns, numbers).
+Problems: errors met, if any.
+Remaining: what is left to answer the goal.
+End by asking whether to continue.`
+
+// Progress writes the progress summary of a task paused at its step limit
+// (a model call; without a model, or when it fails, the summary is built
+// from the steps) and stores it in the transcript.
+func (a *Agent) Progress(ctx context.Context, in ProgressInput) (ProgressResult, error) {
+	defer keepAlive(ctx)()
+	id := stepID(in.Step, "pause")
+	if m, ok, err := a.Transcript.Get(ctx, in.Task, id); err != nil || ok {
+		return ProgressResult{MessageID: id, Summary: m.Content}, err
+	}
+	res := ProgressResult{MessageID: id, Summary: StepsSummary(in.Goal, in.Facts, in.Steps), Engine: "steps"}
+	if a.Model != nil {
+		var b strings.Builder
+		fmt.Fprintf(&b, "Goal: %s\n\nSteps:\n", in.Goal)
+		for _, s := range in.Steps {
+			fmt.Fprintf(&b, "%d. %s %s → %s\n", s.N, s.Tool, s.Args, s.Observation)
+		}
+		if p := in.Facts.Prompt(); p != "" {
+			b.WriteString("\n" + p)
+		}
+		resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Options: ModelOptions{NumPredict: 600}, Messages: []convo.ModelMessage{
+			{Role: string(convo.RoleSystem), Content: progressPrompt}, {Role: string(convo.RoleUser), Content: b.String()},
+		}}, nil)
+		if err == nil && strings.TrimSpace(resp.Content) != "" {
+			res.Summary, res.Engine = strings.TrimSpace(resp.Content), "model"
+		} else if err != nil {
+			logger(ctx).Info("progress summary by the model failed: built from the steps", "task", in.Task.String(), "error", err)
+		}
+	}
+	m := convo.Message{ID: id, ParentID: in.Leaf, Role: convo.RoleAssistant, Content: res.Summary, CreatedAt: time.Now().UTC()}
+	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
+	if _, _, err := a.Transcript.Append(ctx, in.Task, m); err != nil {
+		return res, fmt.Errorf("store progress of %s: %w", in.Task, err)
+	}
+	return res, nil
+}
+
+// StepsSummary is a progress summary built from the steps and facts alone.
+func StepsSummary(goal string, facts KnownFacts, steps []StepRecord) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Goal: %s\nDone: %d steps", goal, len(steps))
+	var tools, problems []string
+	for _, s := range steps {
+		if s.Tool != "" {
+			tools = append(tools, s.Tool)
+		}
+		if !s.OK {
+			problems = append(problems, fmt.Sprintf("step %d: %s", s.N, clipText(s.Observation, 120)))
+		}
+	}
+	if len(tools) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(tools, ", "))
+	}
+	b.WriteString(".\nFound: ")
+	switch {
+	case len(facts.Schemas) > 0:
+		names := make([]string, len(facts.Schemas))
+		for i, s := range facts.Schemas {
+			names[i] = s.Table
+		}
+		fmt.Fprintf(&b, "%d tables (%s); described: %s.", len(facts.Tables), strings.Join(facts.Tables, ", "), strings.Join(names, ", "))
+	case len(facts.Tables) > 0:
+		fmt.Fprintf(&b, "%d tables (%s).", len(facts.Tables), strings.Join(facts.Tables, ", "))
+	default:
+		b.WriteString("nothing yet.")
+	}
+	if len(facts.SQLHistory) > 0 {
+		fmt.Fprintf(&b, " Queries run: %d.", len(facts.SQLHistory))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(&b, "\nProblems: %s.", strings.Join(problems, "; "))
+	}
+	b.WriteString("\nRemaining: the steps left to answer the goal. Continue? (say \"continue\")")
+	return b.String()
+}
