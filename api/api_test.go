@@ -949,27 +949,45 @@ func TestGetTurn(t *testing.T) {
 	}
 }
 
+// TestContinue: POST /continue is a continue turn (the session refuses it
+// in its validator when no task is paused); ?wait=true waits for the
+// task's next event.
 func TestContinue(t *testing.T) {
 	for _, tc := range []struct {
-		name, body string
-		getErr     error
-		status     int
-		errCode    string
+		name, path, body string
+		update           string
+		updateErr        error
+		status           int
+		errCode          string
 	}{
-		{name: "resumed", body: `{"turnId":"t-1"}`, status: http.StatusOK},
-		{name: "no body", status: http.StatusOK},
-		{name: "nothing paused", getErr: temporal.NewNonRetryableApplicationError("no paused task", activities.CodeConflict, nil), status: http.StatusConflict, errCode: "conflict"},
+		{name: "queued", path: "/v1/sessions/s1/continue", body: `{"turnId":"t-1"}`, update: workflows.UpdateSubmit, status: http.StatusAccepted},
+		{name: "no body", path: "/v1/sessions/s1/continue", update: workflows.UpdateSubmit, status: http.StatusAccepted},
+		{name: "waits", path: "/v1/sessions/s1/continue?wait=true", update: workflows.UpdateTurn, status: http.StatusOK},
+		{name: "nothing paused", path: "/v1/sessions/s1/continue", update: workflows.UpdateSubmit,
+			updateErr: temporal.NewNonRetryableApplicationError("session default/s1 has no paused task to continue", activities.CodeConflict, nil),
+			status:    http.StatusConflict, errCode: "conflict"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
-			f.UpdateWorkflowFn = func(_ context.Context, opts client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-				if opts.WorkflowID != "session/default/s1" || opts.UpdateName != workflows.UpdateContinue ||
-					opts.WaitForStage != client.WorkflowUpdateStageCompleted {
-					t.Errorf("update options = %+v", opts)
+			got := recordUpdate(t, f, func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+				if tc.updateErr != nil {
+					return nil, tc.updateErr
 				}
-				return handle{err: tc.getErr}, nil
+				req := opts.UpdateOptions.Args[0].(workflows.TurnRequest)
+				return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, workflows.TurnResult{TurnID: req.TurnID, Status: workflows.TurnCompleted, Type: workflows.TypeFinish, Answer: "done"})}, nil
+			})
+			w := do(server(f), http.MethodPost, tc.path, tc.body)
+			if len(*got) != 1 {
+				t.Fatalf("%d updates, want 1", len(*got))
 			}
-			w := do(server(f), http.MethodPost, "/v1/sessions/s1/continue", tc.body)
+			u := (*got)[0].UpdateOptions
+			req := u.Args[0].(workflows.TurnRequest)
+			if u.UpdateName != tc.update || req.Kind != workflows.KindContinue || req.Question != "continue" || req.TurnID == "" {
+				t.Errorf("update %q with %+v", u.UpdateName, req)
+			}
+			if tc.body != "" && req.TurnID != "t-1" {
+				t.Errorf("turn id %q, want t-1", req.TurnID)
+			}
 			if tc.errCode != "" {
 				b := wantError(t, w, tc.status, tc.errCode)
 				if !strings.Contains(b.Error.Message, "no paused task") {
@@ -977,7 +995,7 @@ func TestContinue(t *testing.T) {
 				}
 				return
 			}
-			if w.Code != tc.status || !strings.Contains(w.Body.String(), "resumed") {
+			if w.Code != tc.status {
 				t.Errorf("continue = %d %s", w.Code, w.Body)
 			}
 		})

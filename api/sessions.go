@@ -444,12 +444,23 @@ func (s *Server) postTurn(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	if body.TurnID == "" {
-		body.TurnID = newID("turn")
+	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TurnID, Question: body.Question, Config: body.Config})
+}
+
+// submitTurn sends a turn (a question, a task, a continue) to the
+// session: with ?wait=true it answers with the turn's result, else 202
+// once the session queued it.
+func (s *Server) submitTurn(c *gin.Context, ref sessionRef, req workflows.TurnRequest) {
+	if req.TurnID == "" {
+		req.TurnID = newID("turn")
 	}
-	req := workflows.TurnRequest{TurnID: body.TurnID, Question: body.Question, Config: body.Config}
 	if err := workflows.ValidateTurn(req, s.opts.Defaults); err != nil {
 		writeError(c, errInvalid("%s", err))
+		return
+	}
+	wait, err := waitParam(c)
+	if err != nil {
+		writeError(c, err)
 		return
 	}
 	in, err := s.sessionInput(ref, "", s.opts.Defaults)
@@ -458,12 +469,6 @@ func (s *Server) postTurn(c *gin.Context) {
 		return
 	}
 	opts := s.startOptions(ref, "", s.opts.Defaults)
-
-	wait, err := waitParam(c)
-	if err != nil {
-		writeError(c, err)
-		return
-	}
 	if !wait {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), submitWait)
 		defer cancel()
@@ -476,10 +481,13 @@ func (s *Server) postTurn(c *gin.Context) {
 		if status == "" {
 			status = workflows.TurnQueued
 		}
-		c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": status})
+		out := gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": status}
+		if req.Kind == workflows.KindTask {
+			out["taskId"] = req.TurnID
+		}
+		c.JSON(http.StatusAccepted, out)
 		return
 	}
-
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
 	defer cancel()
 	res, err := s.sendTurn(ctx, ref, workflows.UpdateTurn, req, opts, in)
@@ -605,6 +613,7 @@ func (s *Server) getTurn(c *gin.Context) {
 	c.JSON(http.StatusOK, res)
 }
 
+// continueTask resumes the session's paused task: a continue turn.
 func (s *Server) continueTask(c *gin.Context) {
 	ref, err := sessionOf(c)
 	if err != nil {
@@ -618,17 +627,7 @@ func (s *Server) continueTask(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, err := s.c.UpdateWorkflow(c.Request.Context(), client.UpdateWorkflowOptions{
-		WorkflowID: ref.workflowID(), UpdateName: workflows.UpdateContinue, WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = h.Get(c.Request.Context(), nil)
-	}
-	if err != nil {
-		writeError(c, fromTemporal("session "+ref.id, err))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "status": "resumed"})
+	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TurnID, Question: "continue", Kind: workflows.KindContinue})
 }
 
 func (s *Server) compress(c *gin.Context) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/milvus"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/ollama"
+	"github.com/ctxflow/ctxflow/activities/sqltools"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
@@ -37,6 +39,7 @@ type Ports struct {
 	Session *activities.Session
 	Ingest  *activities.Ingest
 	RAG     *activities.RAG
+	Agent   *activities.Agent
 	close   []func() error
 }
 
@@ -84,7 +87,21 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		rag.Grader, rag.Reformulator = activities.ModelGrader{Model: model}, activities.ModelReformulator{Model: model}
 	}
 	checkDimension(ctx, rag, cfg, log)
+	db, err := openSQL(ctx, cfg, log)
+	if err != nil {
+		_ = store.Close()
+		_ = vectors.Close()
+		return nil, fmt.Errorf("sql database: %w", err)
+	}
+	agent := &activities.Agent{
+		Transcript: store, Tools: append(db.Tools(), activities.KnowledgeTool(rag)), Tokenizer: tok,
+		Planner: offline.Planner{}, ObservationMaxChars: cfg.ObservationMaxChars,
+	}
+	if engine != offline.ModelName { // a real model plans and summarises
+		agent.Planner, agent.Model = activities.ModelPlanner{Model: model, Engine: engine}, model
+	}
 	return &Ports{
+		Agent: agent,
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
 			Knowledge: vectors, Rewriter: lexical.Rewriter{},
@@ -92,8 +109,31 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		},
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Parser: ingest.Parser{Tokenizer: tok}, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,
-		close:  []func() error{store.Close, vectors.Close},
+		close:  []func() error{store.Close, vectors.Close, db.Close},
 	}, nil
+}
+
+// openSQL opens the agent's read-only database: the demo shop (generated
+// under the data directory the first time), a SQLite file, or PostgreSQL.
+func openSQL(ctx context.Context, cfg config.Config, log *slog.Logger) (*sqltools.DB, error) {
+	switch src := cfg.SQLDatabase; {
+	case strings.HasPrefix(src, "postgres://"), strings.HasPrefix(src, "postgresql://"):
+		db, err := sqltools.OpenPostgres(ctx, src, sqltools.Options{})
+		if err == nil {
+			log.Info("agent database: postgres", "database", db.Name())
+		}
+		return db, err
+	case src == "demo":
+		path := filepath.Join(cfg.DataDir, "demo", "shop.db")
+		if err := sqltools.EnsureDemo(ctx, path); err != nil {
+			return nil, err
+		}
+		log.Info("agent database: the demo shop", "path", path, "tables", len(sqltools.DemoTables))
+		return sqltools.OpenSQLite(path, sqltools.Options{})
+	default:
+		log.Info("agent database: sqlite", "path", src)
+		return sqltools.OpenSQLite(src, sqltools.Options{})
+	}
 }
 
 // vectorStore is a VectorStore the worker closes.
@@ -231,6 +271,8 @@ func Register(w sdkworker.Registry, p *Ports) {
 	w.RegisterActivityWithOptions(p.Ingest, activity.RegisterOptions{})
 	w.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
 	w.RegisterActivityWithOptions(p.RAG, activity.RegisterOptions{})
+	w.RegisterWorkflowWithOptions(workflows.TaskWorkflow, workflow.RegisterOptions{Name: workflows.TaskWorkflowName})
+	w.RegisterActivityWithOptions(p.Agent, activity.RegisterOptions{})
 }
 
 // New returns a worker on the ctxflow task queue with everything

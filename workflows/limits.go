@@ -21,6 +21,10 @@ type Limits struct {
 	RecentTurns int `json:"recentTurns"`
 	// LLMMaxTokens caps the tokens generated per model call.
 	LLMMaxTokens int `json:"llmMaxTokens"`
+	// TaskRecentMessages is how many unfolded messages a task's model view
+	// holds before older steps are folded into its running summary
+	// (MESSAGE_COMPRESS_RECENT_WINDOW).
+	TaskRecentMessages int `json:"taskRecentMessages,omitempty"`
 }
 
 // DefaultLimits returns the defaults documented in the README.
@@ -32,6 +36,7 @@ func DefaultLimits() Limits {
 		HeartbeatTimeout:   10 * time.Second,
 		RecentTurns:        32,
 		LLMMaxTokens:       2000,
+		TaskRecentMessages: 10,
 	}
 }
 
@@ -56,6 +61,9 @@ func (l Limits) withDefaults() Limits {
 	if l.LLMMaxTokens <= 0 {
 		l.LLMMaxTokens = d.LLMMaxTokens
 	}
+	if l.TaskRecentMessages <= 0 {
+		l.TaskRecentMessages = d.TaskRecentMessages
+	}
 	return l
 }
 
@@ -74,6 +82,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("recent turns %d out of range [1, 1000]", l.RecentTurns)
 	case l.LLMMaxTokens < 1 || l.LLMMaxTokens > 1_000_000:
 		return fmt.Errorf("LLM max tokens %d out of range [1, 1000000]", l.LLMMaxTokens)
+	case l.TaskRecentMessages < 0 || l.TaskRecentMessages > 1000:
+		return fmt.Errorf("task recent messages %d out of range [1, 1000]", l.TaskRecentMessages)
 	}
 	return nil
 }

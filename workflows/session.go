@@ -73,7 +73,9 @@ type session struct {
 	turnsThisRun int
 	logger       log.Logger
 
-	turnCh, continueCh, compressCh, closeCh workflow.ReceiveChannel
+	turnCh, continueCh, compressCh, closeCh, taskCh workflow.ReceiveChannel
+	// events are task events not yet consumed by the turn waiting for them.
+	events []TaskEvent
 }
 
 func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
@@ -161,6 +163,7 @@ func (s *session) setup(ctx workflow.Context) error {
 	s.continueCh = workflow.GetSignalChannel(ctx, SignalContinue)
 	s.compressCh = workflow.GetSignalChannel(ctx, SignalCompress)
 	s.closeCh = workflow.GetSignalChannel(ctx, SignalClose)
+	s.taskCh = workflow.GetSignalChannel(ctx, SignalTaskEvent)
 
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (SessionState, error) {
 		st := s.st
@@ -194,11 +197,6 @@ func (s *session) setup(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandler(ctx, UpdateClose, s.onClose); err != nil {
 		return fmt.Errorf("set close update: %w", err)
 	}
-	if err := workflow.SetUpdateHandler(ctx, UpdateContinue, func(ctx workflow.Context) error {
-		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", activities.CodeConflict, nil)
-	}); err != nil {
-		return fmt.Errorf("set continue update: %w", err)
-	}
 
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -209,8 +207,16 @@ func (s *session) setup(ctx workflow.Context) error {
 	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			s.continueCh.Receive(ctx, nil)
-			s.logger.Info("continue signal ignored: no paused task")
+			var id string
+			s.continueCh.Receive(ctx, &id)
+			s.continueSignal(ctx, id)
+		}
+	})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var ev TaskEvent
+			s.taskCh.Receive(ctx, &ev)
+			s.taskEvent(ev)
 		}
 	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -307,7 +313,13 @@ func (s *session) drainSignals(ctx workflow.Context) bool {
 	for s.compressCh.ReceiveAsync(nil) {
 		s.compress = true
 	}
-	for s.continueCh.ReceiveAsync(nil) {
+	var id string
+	for s.continueCh.ReceiveAsync(&id) {
+		s.continueSignal(ctx, id)
+	}
+	var ev TaskEvent
+	for s.taskCh.ReceiveAsync(&ev) {
+		s.taskEvent(ev)
 	}
 	var cr CloseRequest
 	for s.closeCh.ReceiveAsync(&cr) {
@@ -393,6 +405,11 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	}
 	if err := ValidateTurn(req, s.st.Config); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), activities.CodeInvalidArgument, nil)
+	}
+	if req.Kind == KindContinue && !s.continuable() {
+		if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); !seen {
+			return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", activities.CodeConflict, nil)
+		}
 	}
 	if seen, same := s.st.Ledger.Seen(req.TurnID, req.Question); seen && !same {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn id %q was already used in session %s for another question: use a new turn id", req.TurnID, s.key), activities.CodeConflict, nil)
@@ -535,9 +552,13 @@ func (s *session) processNext(ctx workflow.Context) {
 // publish updates the search attributes and the UI details.
 func (s *session) publish(ctx workflow.Context) error {
 	workflow.SetCurrentDetails(ctx, s.details())
+	status := s.st.Status
+	if status == StatusIdle && s.st.Task != nil && s.st.Task.Status == TaskPaused {
+		status = StatusPaused
+	}
 	updates := []temporal.SearchAttributeUpdate{
 		SAttrTenant.ValueSet(s.key.Tenant),
-		SAttrStatus.ValueSet(s.st.Status),
+		SAttrStatus.ValueSet(status),
 		SAttrTurns.ValueSet(int64(s.st.Turns)),
 		SAttrUpdatedAt.ValueSet(workflow.Now(ctx)),
 	}
@@ -569,6 +590,35 @@ func (s *session) localCtx(ctx workflow.Context, summary string) workflow.Contex
 // activityCtx is the context of a regular activity of the session.
 func (s *session) activityCtx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
 	return activityCtx(ctx, s.limits, summary, timeout, attempts)
+}
+
+// continuable reports a paused task a continue can resume.
+func (s *session) continuable() bool {
+	return s.st.Task != nil && s.st.Task.Status == TaskPaused
+}
+
+// continueSignal queues a continue turn for the continue signal (turn id
+// as sent, or one derived from the signal's arrival).
+func (s *session) continueSignal(ctx workflow.Context, id string) {
+	if !s.continuable() {
+		s.logger.Info("continue signal ignored: no paused task")
+		return
+	}
+	if id == "" {
+		id = fmt.Sprintf("continue-%d", workflow.Now(ctx).UnixNano())
+	}
+	s.enqueue(ctx, TurnRequest{TurnID: id, Question: "continue", Kind: KindContinue})
+}
+
+// taskEvent records an event of one of the session's tasks: the turn that
+// waits for it takes it; the state follows it in any case (a task
+// canceled while paused).
+func (s *session) taskEvent(ev TaskEvent) {
+	s.events = append(s.events, ev)
+	if s.st.Task != nil && s.st.Task.TaskID == ev.TaskID {
+		s.st.Task.Status, s.st.Task.Step, s.st.Task.Pauses = ev.State.Status, ev.State.Step, ev.State.Pauses
+	}
+	s.st.Facts.Merge(ev.State.Facts)
 }
 
 // SearchAttributes are the custom search attributes sessions use; the dev

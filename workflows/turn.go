@@ -24,6 +24,14 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	}
 	opts, _ := ParseTurnOptions(req.Config) // validated above
 	cfg, _ := opts.Apply(s.st.Config)
+	if req.Kind == "" && s.continuable() && isContinue(req.Question) {
+		req.Kind = KindContinue // "继续", "continue", "go on"
+	}
+	if req.Kind == KindContinue && !s.continuable() {
+		res.Status, res.ErrorCode = TurnRejected, activities.CodeConflict
+		res.Error = "no paused task to continue"
+		return
+	}
 
 	lc, err := s.loadContext(ctx, req, cfg, res)
 	if err != nil {
@@ -39,7 +47,12 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	s.st.ActiveLeaf = lc.UserMessageID
 
 	var gen activities.GenerateResult
-	if lc.Route == activities.RouteQA {
+	if req.Kind != "" {
+		if gen, err = s.runTask(ctx, req, cfg, res); err != nil {
+			s.fail(res, "task", err)
+			return
+		}
+	} else if lc.Route == activities.RouteQA {
 		if gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, s.generateInput(req, cfg, lc), res); err != nil {
 			s.fail(res, "answer from the knowledge base", err)
 			return

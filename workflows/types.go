@@ -14,12 +14,24 @@ import (
 // MaxQuestionBytes is the largest question a turn may carry.
 const MaxQuestionBytes = 32 << 10
 
+// Kinds of turn.
+const (
+	// KindTask starts an agent task whose goal is the turn's question.
+	KindTask = "task"
+	// KindContinue resumes the session's paused task.
+	KindContinue = "continue"
+)
+
 // TurnRequest is one user turn, as sent by the turn signal and update.
 type TurnRequest struct {
 	// TurnID is the idempotency key: a repeated id returns the first result
 	// and appends nothing.
 	TurnID   string `json:"turnId"`
 	Question string `json:"question"`
+	// Kind is "" (a question), KindTask or KindContinue.
+	Kind string `json:"kind,omitempty"`
+	// MaxSteps overrides the session's maxSteps for a task.
+	MaxSteps int `json:"maxSteps,omitempty"`
 	// Config holds per-turn overrides ([TurnOptions]) as raw JSON so that
 	// unknown keys can be rejected.
 	Config json.RawMessage `json:"config,omitempty"`
@@ -35,6 +47,12 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
 	}
 	if err := ValidateQuestion("question", req.Question); err != nil {
 		return err
+	}
+	switch {
+	case req.Kind != "" && req.Kind != KindTask && req.Kind != KindContinue:
+		return fmt.Errorf("kind %q: want %q, %q or none", clip(req.Kind, 20), KindTask, KindContinue)
+	case req.MaxSteps < 0 || req.MaxSteps > 200:
+		return fmt.Errorf("maxSteps %d out of range [1, 200]", req.MaxSteps)
 	}
 	opts, err := ParseTurnOptions(req.Config)
 	if err != nil {
@@ -102,6 +120,10 @@ type TurnResult struct {
 	Error          string      `json:"error,omitempty"`
 	// ErrorCode is the failure's code (activities' Code* constants).
 	ErrorCode string `json:"errorCode,omitempty"`
+	// Type is a task turn's outcome: pause, finish or error; Task its state
+	// (the last steps; GET .../tasks/{taskId} has them all).
+	Type string     `json:"type,omitempty"`
+	Task *TaskState `json:"task,omitempty"`
 	// MessageIDs are the transcript ids of the user and assistant messages.
 	UserMessageID      string    `json:"userMessageId,omitempty"`
 	AssistantMessageID string    `json:"assistantMessageId,omitempty"`
@@ -191,6 +213,10 @@ type SessionState struct {
 	// the model view is a fallback truncation.
 	SummaryDegraded string `json:"summaryDegraded,omitempty"`
 	LastIntent      string `json:"lastIntent,omitempty"`
+	// Task is the session's current (or last) agent task; Facts what its
+	// tasks found, shown to every later task.
+	Task  *TaskRef              `json:"task,omitempty"`
+	Facts activities.KnownFacts `json:"facts,omitzero"`
 	// TokenRatio calibrates tiktoken to each model's own tokenizer: a
 	// running ratio of the prompt tokens the model reported to the tokens
 	// tiktoken counted for the same view (model name → ratio).
@@ -206,6 +232,18 @@ type SessionState struct {
 	Runs      int        `json:"runs"`
 	CreatedAt time.Time  `json:"createdAt"`
 	UpdatedAt time.Time  `json:"updatedAt"`
+}
+
+// TaskRef is a session's task as its state shows it.
+type TaskRef struct {
+	TaskID     string `json:"taskId"`
+	WorkflowID string `json:"workflowId"`
+	Status     string `json:"status"`
+	Step       int    `json:"step"`
+	// Summary is the progress summary while paused.
+	Summary string `json:"summary,omitempty"`
+	// Pauses counts the pauses so far.
+	Pauses int `json:"pauses"`
 }
 
 // Info returns the session info attached to a turn result.

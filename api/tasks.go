@@ -1,0 +1,139 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// taskRequest is POST /v1/sessions/{id}/tasks.
+type taskRequest struct {
+	Goal   string `json:"goal"`
+	TaskID string `json:"taskId"`
+	Config struct {
+		MaxSteps int `json:"maxSteps"`
+	} `json:"config"`
+}
+
+// postTask starts an agent task in the session: a task turn.
+func (s *Server) postTask(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var body taskRequest
+	if err := bindJSON(c, &body, false); err != nil {
+		writeError(c, err)
+		return
+	}
+	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TaskID, Question: body.Goal, Kind: workflows.KindTask, MaxSteps: body.Config.MaxSteps})
+}
+
+// taskOf reads a task id and its workflow.
+func taskOf(c *gin.Context, ref sessionRef) (string, string, error) {
+	id := c.Param("taskId")
+	if err := workflows.ValidateID("taskId", id); err != nil {
+		return "", "", errInvalid("%s", err)
+	}
+	return id, workflows.TaskWorkflowID(ref.tenant, ref.id, id), nil
+}
+
+// getTask answers GET /v1/sessions/{id}/tasks/{taskId}: the task's state
+// with every step, and its transcript (the full step log) when this
+// process can read transcripts.
+func (s *Server) getTask(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	id, wid, err := taskOf(c, ref)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
+	defer cancel()
+	v, err := s.c.QueryWorkflow(ctx, wid, "", workflows.QueryState)
+	if err != nil {
+		writeError(c, fromTemporal("task "+id, err))
+		return
+	}
+	var st workflows.TaskState
+	if err := v.Get(&st); err != nil {
+		writeError(c, errInternal("decode task %s: %v", id, err))
+		return
+	}
+	out := gin.H{"sessionId": ref.id, "task": st, "type": taskType(st.Status)}
+	if s.opts.Transcripts != nil && st.Leaf != "" {
+		msgs, err := s.opts.Transcripts.Branch(ctx, activities.TaskKey(ref.key(), id), st.Leaf)
+		if err != nil {
+			s.log.Warn("read task transcript", "task", id, "error", err, "requestId", c.GetString("requestID"))
+		} else {
+			out["messages"] = msgs
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func taskType(status string) string {
+	switch status {
+	case workflows.TaskPaused:
+		return workflows.TypePause
+	case workflows.TaskFinished:
+		return workflows.TypeFinish
+	case workflows.TaskFailed, workflows.TaskCanceled:
+		return workflows.TypeError
+	}
+	return ""
+}
+
+// cancelWait bounds how long DELETE waits for a task to end.
+const cancelWait = 10 * time.Second
+
+// deleteTask cancels a task: 204 once it ended, 202 while it is still
+// finishing its step, 409 for a task that had already ended.
+func (s *Server) deleteTask(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	id, wid, err := taskOf(c, ref)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	err = s.c.SignalWorkflow(c.Request.Context(), wid, "", workflows.SignalCancel, nil)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		// Ended, or never was: say which.
+		if _, qerr := s.c.DescribeWorkflowExecution(c.Request.Context(), wid, ""); qerr == nil {
+			writeError(c, errConflict("task %s has already ended", id))
+			return
+		}
+		writeError(c, errNotFound("task %s not found", id))
+		return
+	}
+	if err != nil {
+		writeError(c, fromTemporal("task "+id, err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), cancelWait)
+	defer cancel()
+	if err := s.c.GetWorkflow(ctx, wid, "").Get(ctx, nil); err == nil {
+		c.Status(http.StatusNoContent)
+		return
+	}
+	// Not ended within cancelWait (or its result unreadable): the cancel
+	// is delivered and the task ends at its next step boundary.
+	c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "taskId": id, "status": "canceling"})
+}
