@@ -61,9 +61,10 @@ func mergeFacts(have, add []TableFact) []TableFact {
 
 func appendBounded(have, add []string) []string {
 	for _, a := range add {
-		if a = clipText(a, maxFactText); !slices.Contains(have, a) {
-			have = append(have, a)
-		}
+		// A repeat moves to the end, so that the newest are the ones kept
+		// and merging the same facts again changes nothing.
+		a = clipText(a, maxFactText)
+		have = append(slices.DeleteFunc(slices.Clone(have), func(h string) bool { return h == a }), a)
 	}
 	if n := len(have) - maxFactHistory; n > 0 {
 		have = append([]string(nil), have[n:]...)

@@ -93,13 +93,23 @@ func (p plan) wantsCount() bool {
 		strings.Contains(p.req.Goal, "多少") || strings.Contains(p.req.Goal, "几")
 }
 
+// countBySQL is the most tables countEach counts with one SELECT count(*)
+// each: the SQL history, which remembers the counts, keeps the last 20
+// queries. Past it, describe_table counts (its schema fact keeps the row
+// count, for up to 64 tables).
+const countBySQL = 16
+
 // countEach counts the rows of one table a step, then answers with all.
 func (p plan) countEach() activities.PlanStep {
 	counts := p.counts()
 	for _, t := range p.req.Facts.Tables {
-		if _, ok := counts[t]; !ok {
-			return call("Count the rows of "+t+".", "run_sql", map[string]string{"sql": fmt.Sprintf(`SELECT count(*) AS rows_in_%s FROM "%s"`, t, t)})
+		if _, ok := counts[t]; ok {
+			continue
 		}
+		if len(p.req.Facts.Tables) > countBySQL {
+			return call("Describe "+t+", which counts its rows.", "describe_table", map[string]string{"table": t})
+		}
+		return call("Count the rows of "+t+".", "run_sql", map[string]string{"sql": fmt.Sprintf(`SELECT count(*) AS rows_in_%s FROM "%s"`, t, t)})
 	}
 	var b strings.Builder
 	total := 0
@@ -111,17 +121,27 @@ func (p plan) countEach() activities.PlanStep {
 		total += counts[t]
 	}
 	if p.zh {
-		return activities.PlanStep{Answer: fmt.Sprintf("共 %d 张表，%d 行：%s。（每张表一条 SELECT count(*)）", len(counts), total, b.String())}
+		return activities.PlanStep{Answer: fmt.Sprintf("共 %d 张表，%d 行：%s。（每张表一条 SELECT count(*)）", len(p.req.Facts.Tables), total, b.String())}
 	}
-	return activities.PlanStep{Answer: fmt.Sprintf("%d tables, %d rows in all: %s. (One SELECT count(*) a table.)", len(counts), total, b.String())}
+	return activities.PlanStep{Answer: fmt.Sprintf("%d tables, %d rows in all: %s. (One SELECT count(*) a table.)", len(p.req.Facts.Tables), total, b.String())}
 }
 
 // countResult reads the counts run so far from the SQL history (which
 // keeps them when older steps are folded out of the view).
 var countResult = regexp.MustCompile(`AS rows_in_([A-Za-z0-9_]+) FROM "[A-Za-z0-9_]+" → = (\d+)`)
 
+// schemaRows is the row count a schema fact ends with.
+var schemaRows = regexp.MustCompile(`\((\d+) rows\)$`)
+
 func (p plan) counts() map[string]int {
 	out := map[string]int{}
+	if len(p.req.Facts.Tables) > countBySQL {
+		for _, s := range p.req.Facts.Schemas {
+			if g := schemaRows.FindStringSubmatch(s.Text); g != nil {
+				out[s.Table], _ = strconv.Atoi(g[1])
+			}
+		}
+	}
 	for _, q := range p.req.Facts.SQLHistory {
 		if g := countResult.FindStringSubmatch(q); g != nil {
 			out[g[1]], _ = strconv.Atoi(g[2])
