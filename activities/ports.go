@@ -454,8 +454,9 @@ type PlanRequest struct {
 	// summary of older steps and the recent steps, oldest first.
 	View  []convo.ModelMessage
 	Tools []ToolSpec
-	// Step is the number of the step to decide (from 1); Steps are all the
-	// steps so far, compact (for a planner that reasons over them).
+	// Step is the number of the step to decide (from 1); Steps the last
+	// step, compact (the view holds the recent steps in full, the facts
+	// and the running summary the older ones).
 	Step    int
 	Steps   []StepRecord
 	Options ModelOptions

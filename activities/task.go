@@ -83,10 +83,12 @@ type ThinkInput struct {
 	// SummaryID names the running summary of older steps ("" for none).
 	SummaryID string             `json:"summaryId,omitempty"`
 	Window    convo.WindowConfig `json:"window"`
-	Facts     KnownFacts         `json:"facts"`
-	Steps     []StepRecord       `json:"steps,omitempty"`
-	Model     string             `json:"model"`
-	Options   ModelOptions       `json:"options"`
+	// FactsID names the task's facts record ("" for none; see SaveFacts).
+	FactsID string `json:"factsId,omitempty"`
+	// Steps are the last few steps, compact (the view has them verbatim).
+	Steps   []StepRecord `json:"steps,omitempty"`
+	Model   string       `json:"model"`
+	Options ModelOptions `json:"options"`
 }
 
 // CallRef names a tool call stored in a task's transcript.
@@ -123,7 +125,11 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 	if res, ok, err := a.storedStep(ctx, in); err != nil || ok {
 		return res, err
 	}
-	view, err := a.view(ctx, in)
+	facts, err := a.facts(ctx, in.Task, in.FactsID)
+	if err != nil {
+		return ThinkResult{}, err
+	}
+	view, err := a.view(ctx, in, facts)
 	if err != nil {
 		return ThinkResult{}, err
 	}
@@ -132,7 +138,7 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 		specs[i] = t.Spec()
 	}
 	step, err := a.Planner.Next(ctx, PlanRequest{
-		Model: in.Model, Goal: in.Goal, Facts: in.Facts, View: view, Tools: specs,
+		Model: in.Model, Goal: in.Goal, Facts: facts, View: view, Tools: specs,
 		Step: in.Step, Steps: in.Steps, Options: in.Options,
 	})
 	if err != nil {
@@ -229,7 +235,7 @@ const planFormat = `{"thought": "...", "tool": "<tool name>", "args": {...}}  or
 // view is the task's model view: the system prompt (instructions, goal,
 // tools, known facts), the running summary of older steps and the recent
 // steps, tool results compressed.
-func (a *Agent) view(ctx context.Context, in ThinkInput) ([]convo.ModelMessage, error) {
+func (a *Agent) view(ctx context.Context, in ThinkInput, facts KnownFacts) ([]convo.ModelMessage, error) {
 	sum, err := a.summaryOf(ctx, in.Task, in.SummaryID)
 	if err != nil {
 		return nil, err
@@ -242,7 +248,7 @@ func (a *Agent) view(ctx context.Context, in ThinkInput) ([]convo.ModelMessage, 
 	if err != nil {
 		return nil, Permanent(CodeInvalidArgument, fmt.Sprintf("model view of task %s", in.Task), err)
 	}
-	head := []convo.ModelMessage{{Role: string(convo.RoleSystem), Content: TaskPrompt(in.Goal, in.Facts)}}
+	head := []convo.ModelMessage{{Role: string(convo.RoleSystem), Content: TaskPrompt(in.Goal, facts)}}
 	if c.Summary != "" {
 		head = append(head, convo.ModelMessage{Role: string(convo.RoleSystem), Content: convo.SummaryMessage(c.Summary).Content})
 	}
@@ -403,6 +409,55 @@ func (a *Agent) RecordToolError(ctx context.Context, in RecordToolErrorInput) er
 	return a.storeResult(ctx, in.Task, in.CallID, string(b))
 }
 
+// factsKey names the side transcript of a task's facts records.
+func factsKey(task SessionKey) SessionKey {
+	return SessionKey{Tenant: task.Tenant, SessionID: task.SessionID + ":facts"}
+}
+
+// SaveFactsInput is a task's known facts, to store as record ID (below
+// ParentID, the record before it).
+type SaveFactsInput struct {
+	Task     SessionKey `json:"task"`
+	ID       string     `json:"id"`
+	ParentID string     `json:"parentId,omitempty"`
+	Facts    KnownFacts `json:"facts"`
+}
+
+// SaveFacts stores a task's known facts as a record its later steps name
+// by id. It runs as a local activity, whose input Temporal does not
+// record: the facts, which can reach tens of kilobytes, stay out of the
+// task's history instead of riding in every step's input. Idempotent.
+func (a *Agent) SaveFacts(ctx context.Context, in SaveFactsInput) error {
+	b, err := json.Marshal(in.Facts)
+	if err != nil {
+		return Permanent(CodeInvalidArgument, "encode facts", err)
+	}
+	m := convo.Message{ID: in.ID, ParentID: in.ParentID, Role: convo.RoleSystem, Content: string(b), CreatedAt: time.Now().UTC()}
+	if _, _, err := a.Transcript.Append(ctx, factsKey(in.Task), m); err != nil {
+		return fmt.Errorf("store facts %s of %s: %w", in.ID, in.Task, err)
+	}
+	return nil
+}
+
+// facts reads the facts record id of a task (none for "").
+func (a *Agent) facts(ctx context.Context, task SessionKey, id string) (KnownFacts, error) {
+	var f KnownFacts
+	if id == "" {
+		return f, nil
+	}
+	m, ok, err := a.Transcript.Get(ctx, factsKey(task), id)
+	switch {
+	case err != nil:
+		return f, fmt.Errorf("read facts %s of %s: %w", id, task, err)
+	case !ok:
+		return f, Permanent(CodeNotFound, fmt.Sprintf("task %s has no facts record %s", task, id), nil)
+	}
+	if err := json.Unmarshal([]byte(m.Content), &f); err != nil {
+		return f, Permanent(CodeInvalidArgument, fmt.Sprintf("facts %s of %s", id, task), err)
+	}
+	return f, nil
+}
+
 // AppendInput adds a message to a task's transcript.
 type AppendInput struct {
 	Task     SessionKey `json:"task"`
@@ -425,11 +480,13 @@ func (a *Agent) AppendTaskMessage(ctx context.Context, in AppendInput) error {
 
 // ProgressInput asks for a paused task's progress summary.
 type ProgressInput struct {
-	Task  SessionKey   `json:"task"`
-	Goal  string       `json:"goal"`
-	Step  int          `json:"step"`
-	Leaf  string       `json:"leaf"`
-	Facts KnownFacts   `json:"facts"`
+	Task    SessionKey `json:"task"`
+	Goal    string     `json:"goal"`
+	Step    int        `json:"step"`
+	Leaf    string     `json:"leaf"`
+	FactsID string     `json:"factsId,omitempty"`
+	// Steps are the steps since the last pause (the earlier ones are in
+	// the earlier summaries).
 	Steps []StepRecord `json:"steps,omitempty"`
 	Model string       `json:"model"`
 }
@@ -459,14 +516,18 @@ func (a *Agent) Progress(ctx context.Context, in ProgressInput) (ProgressResult,
 	if m, ok, err := a.Transcript.Get(ctx, in.Task, id); err != nil || ok {
 		return ProgressResult{MessageID: id, Summary: m.Content}, err
 	}
-	res := ProgressResult{MessageID: id, Summary: StepsSummary(in.Goal, in.Facts, in.Steps), Engine: "steps"}
+	facts, err := a.facts(ctx, in.Task, in.FactsID)
+	if err != nil {
+		return ProgressResult{}, err
+	}
+	res := ProgressResult{MessageID: id, Summary: StepsSummary(in.Goal, facts, in.Step, in.Steps), Engine: "steps"}
 	if a.Model != nil {
 		var b strings.Builder
 		fmt.Fprintf(&b, "Goal: %s\n\nSteps:\n", in.Goal)
 		for _, s := range in.Steps {
 			fmt.Fprintf(&b, "%d. %s %s → %s\n", s.N, s.Tool, s.Args, s.Observation)
 		}
-		if p := in.Facts.Prompt(); p != "" {
+		if p := facts.Prompt(); p != "" {
 			b.WriteString("\n" + p)
 		}
 		resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Options: ModelOptions{NumPredict: 600}, Messages: []convo.ModelMessage{
@@ -486,10 +547,11 @@ func (a *Agent) Progress(ctx context.Context, in ProgressInput) (ProgressResult,
 	return res, nil
 }
 
-// StepsSummary is a progress summary built from the steps and facts alone.
-func StepsSummary(goal string, facts KnownFacts, steps []StepRecord) string {
+// StepsSummary is a progress summary built from the facts and the steps
+// (the last of which is step) alone.
+func StepsSummary(goal string, facts KnownFacts, step int, steps []StepRecord) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Goal: %s\nDone: %d steps", goal, len(steps))
+	fmt.Fprintf(&b, "Goal: %s\nDone: %d steps", goal, step)
 	var tools, problems []string
 	for _, s := range steps {
 		if s.Tool != "" {

@@ -2,14 +2,20 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/config"
+	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -113,4 +119,69 @@ func largest(points []histPoint) int {
 		m = max(m, p.size)
 	}
 	return m
+}
+
+// longPlanner runs steps-1 queries of 100 order lines each (a large
+// result a step), then answers.
+type longPlanner struct{ steps int }
+
+func (p longPlanner) Next(_ context.Context, req activities.PlanRequest) (activities.PlanStep, error) {
+	if req.Step >= p.steps {
+		return activities.PlanStep{Answer: fmt.Sprintf("done after %d steps", req.Step)}, nil
+	}
+	args, _ := json.Marshal(map[string]string{"sql": fmt.Sprintf("SELECT * FROM order_items WHERE id > %d ORDER BY id LIMIT 100", req.Step*10)})
+	return activities.PlanStep{Calls: []convo.ToolCall{{Name: "run_sql", Args: args}}}, nil
+}
+
+// TestTaskHistoryBytes runs agent tasks of 50 and 200 steps, each step a
+// query with a result of about 10 KB, on a worker in this process (the
+// task started alone, without a session) and measures their histories:
+// the results live in the transcript, so a step costs the history a few
+// kilobytes of ids and compact records, not its result.
+func TestTaskHistoryBytes(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	t.Setenv("CTXFLOW_DATA_DIR", s.dataDir)
+	t.Setenv("CTXFLOW_MODEL_PROVIDER", "offline")
+	t.Setenv("CTXFLOW_TRANSCRIPT_FSYNC", "false")
+	cfg, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := worker.BuildPorts(ctx, cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ports.Close()
+	for _, steps := range []int{50, 200} {
+		ports.Agent.Planner = longPlanner{steps: steps}
+		w := worker.New(s.client, ports, 0)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("history-%d", steps)
+		t0 := time.Now()
+		run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.TaskWorkflowName,
+			workflows.TaskInput{Tenant: workflows.DefaultTenant, SessionID: "alone", TaskID: id, Goal: "read order lines", MaxSteps: steps, Model: "offline"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st workflows.TaskState
+		if err := run.Get(ctx, &st); err != nil || st.Status != workflows.TaskFinished || st.Step != steps {
+			t.Fatalf("%d-step task: %v, %s at step %d (%s)", steps, err, st.Status, st.Step, st.Error)
+		}
+		took := time.Since(t0)
+		w.Stop()
+		n, _, err := historyBytes(ctx, s, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d-step task: %d history bytes (%.1f KB a step), %s (%.0f ms a step)", steps, n, float64(n)/float64(steps)/1024, took.Round(time.Millisecond), float64(took.Milliseconds())/float64(steps))
+		// A step's result is ~10 KB; the history holds its ids and a
+		// compact record, under 4 KB a step whatever the task's length.
+		if n > steps*4<<10 {
+			t.Errorf("%d-step task: %d history bytes, want under %d", steps, n, steps*4<<10)
+		}
+	}
 }

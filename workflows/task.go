@@ -108,13 +108,14 @@ var agent *activities.Agent // method references only
 // another MaxSteps steps. A cancel ends it. Step bodies live in the task's
 // transcript; its history holds ids and compact records.
 func TaskWorkflow(ctx workflow.Context, in TaskInput) (TaskState, error) {
-	t := &task{in: in, limits: in.Limits.withDefaults()}
+	t := &task{in: in, limits: in.Limits.withDefaults(), factsDirty: !in.Facts.IsZero()}
 	t.st = TaskState{TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Goal: in.Goal,
 		Status: TaskRunning, Budget: max(in.MaxSteps, 1), Steps: []activities.StepRecord{}, Facts: in.Facts, UpdatedAt: workflow.Now(ctx)}
 	t.key = activities.TaskKey(activities.SessionKey{Tenant: in.Tenant, SessionID: in.SessionID}, in.TaskID)
 	if err := t.setup(ctx); err != nil {
 		return t.st, err
 	}
+	t.publish(ctx)
 	err := t.run(ctx)
 	t.st.UpdatedAt = workflow.Now(ctx)
 	return t.st, err
@@ -129,6 +130,13 @@ type task struct {
 	continues int // continue requests not yet acted on
 	canceled  bool
 	waiting   int // continue updates whose callers wait
+	// factsID is the facts record the model calls read; factsDirty says
+	// the facts changed since it was saved.
+	factsID    string
+	factsN     int
+	factsDirty bool
+	// stretch is the index of the first step since the last pause.
+	stretch int
 }
 
 func (t *task) setup(ctx workflow.Context) error {
@@ -226,10 +234,13 @@ func (t *task) run(ctx workflow.Context) error {
 // step runs one think → act → observe step; it reports whether the task
 // has its answer.
 func (t *task) step(ctx workflow.Context) (bool, error) {
+	if err := t.saveFacts(ctx); err != nil {
+		return false, err
+	}
 	var th activities.ThinkResult
 	err := workflow.ExecuteActivity(t.actx(ctx, fmt.Sprintf("step %d: think", t.st.Step), t.limits.LLMTimeout, 3), agent.Think, activities.ThinkInput{
 		Task: t.key, Goal: t.in.Goal, Step: t.st.Step, Leaf: t.st.Leaf, SummaryID: t.summaryID(), Window: t.window(),
-		Facts: t.st.Facts, Steps: t.recentSteps(), Model: t.in.Model, Options: activities.ModelOptions{NumPredict: t.limits.LLMMaxTokens},
+		FactsID: t.factsID, Steps: t.recentSteps(), Model: t.in.Model, Options: activities.ModelOptions{NumPredict: t.limits.LLMMaxTokens},
 	}).Get(ctx, &th)
 	if err != nil {
 		return false, err
@@ -264,10 +275,10 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 				return false, err
 			}
 			out = activities.CallToolResult{ResultID: c.ID + ".r", Tool: c.Name, Observation: "error: the tool failed after its retries: " + clip(msg, 120)}
-			t.st.Facts.Merge(activities.KnownFacts{ErrorHistory: []string{c.Name + ": " + msg}})
+			t.learn(activities.KnownFacts{ErrorHistory: []string{c.Name + ": " + msg}})
 		}
 		t.st.Leaf = out.ResultID
-		t.st.Facts.Merge(out.Facts)
+		t.learn(out.Facts)
 		t.record(activities.StepRecord{N: t.st.Step, Tool: c.Name, Args: c.Args, OK: out.OK, Observation: out.Observation})
 		if out.SummaryDue {
 			t.summarize(ctx)
@@ -276,9 +287,10 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 	return false, nil
 }
 
-// maxStepRecords bounds the steps a planner is shown: the summary and the
-// facts carry the older ones.
-const maxStepRecords = 40
+// maxStepRecords bounds the steps a step's input carries (a planner reads
+// the last one's outcome): the view has the recent steps verbatim, the
+// summary and the facts the older ones.
+const maxStepRecords = 1
 
 func (t *task) recentSteps() []activities.StepRecord {
 	return t.st.Steps[max(0, len(t.st.Steps)-maxStepRecords):]
@@ -288,12 +300,41 @@ func (t *task) record(s activities.StepRecord) {
 	t.st.Steps = append(t.st.Steps, s)
 }
 
+// learn merges what a step found into the task's facts.
+func (t *task) learn(f activities.KnownFacts) {
+	if !f.IsZero() {
+		t.st.Facts.Merge(f)
+		t.factsDirty = true
+	}
+}
+
+// saveFacts stores the facts, when they changed, as the record the next
+// model calls read (a local activity: its input is not in the history).
+func (t *task) saveFacts(ctx workflow.Context) error {
+	if !t.factsDirty {
+		return nil
+	}
+	t.factsN++
+	id := fmt.Sprintf("f%d", t.factsN)
+	err := workflow.ExecuteLocalActivity(t.localCtx(ctx, "save the known facts"), agent.SaveFacts, activities.SaveFactsInput{
+		Task: t.key, ID: id, ParentID: t.factsID, Facts: t.st.Facts,
+	}).Get(ctx, nil)
+	if err != nil {
+		return err
+	}
+	t.factsID, t.factsDirty = id, false
+	return nil
+}
+
 // pause writes the progress summary, tells the session, and waits for a
 // continue (or a cancel).
 func (t *task) pause(ctx workflow.Context) error {
+	if err := t.saveFacts(ctx); err != nil {
+		return t.fail(ctx, "save the known facts", err)
+	}
 	var pr activities.ProgressResult
 	err := workflow.ExecuteActivity(t.actx(ctx, fmt.Sprintf("progress summary after step %d", t.st.Step), t.limits.LLMTimeout, 3), agent.Progress,
-		activities.ProgressInput{Task: t.key, Goal: t.in.Goal, Step: t.st.Step, Leaf: t.st.Leaf, Facts: t.st.Facts, Steps: t.st.Steps, Model: t.in.Model}).Get(ctx, &pr)
+		activities.ProgressInput{Task: t.key, Goal: t.in.Goal, Step: t.st.Step, Leaf: t.st.Leaf, FactsID: t.factsID, Steps: t.st.Steps[t.stretch:], Model: t.in.Model}).Get(ctx, &pr)
 	if err != nil {
 		return t.fail(ctx, "progress summary", err)
 	}
@@ -315,9 +356,10 @@ func (t *task) pause(ctx workflow.Context) error {
 	if err != nil {
 		return t.fail(ctx, "continue", err)
 	}
-	t.st.Leaf = id
+	t.st.Leaf, t.stretch = id, len(t.st.Steps)
 	t.st.Status, t.st.Budget = TaskRunning, t.st.Step+max(t.in.MaxSteps, 1)
 	t.st.UpdatedAt = workflow.Now(ctx)
+	t.publish(ctx)
 	return nil
 }
 
@@ -387,12 +429,26 @@ func (t *task) settle(ctx workflow.Context) error {
 // notify tells the session (if any) where the task stands. A session that
 // is gone is logged, not fatal: the task's own result holds the state.
 func (t *task) notify(ctx workflow.Context, typ string) {
+	t.publish(ctx)
 	if t.in.Notify == "" {
 		return
 	}
 	ev := TaskEvent{TaskID: t.in.TaskID, Type: typ, State: t.compact()}
 	if err := workflow.SignalExternalWorkflow(ctx, t.in.Notify, "", SignalTaskEvent, ev).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("task event not delivered", "task", t.in.TaskID, "session", t.in.Notify, "error", err)
+	}
+}
+
+// publish shows the task's status to operators: the CtxStatus search
+// attribute (running, paused, finished, failed, canceled) and the UI
+// details.
+func (t *task) publish(ctx workflow.Context) {
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Task** `%s` of session `%s` (tenant `%s`)\n\n- status: %s, step %d of %d, pauses: %d\n- goal: %s",
+		t.in.TaskID, t.in.SessionID, t.in.Tenant, t.st.Status, t.st.Step, t.st.Budget, t.st.Pauses, clip(t.in.Goal, 200)))
+	err := workflow.UpsertTypedSearchAttributes(ctx, SAttrTenant.ValueSet(t.in.Tenant), SAttrStatus.ValueSet(t.st.Status),
+		SAttrUpdatedAt.ValueSet(workflow.Now(ctx)))
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("publish task status", "task", t.in.TaskID, "error", err)
 	}
 }
 

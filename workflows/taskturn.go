@@ -5,6 +5,7 @@ import (
 	"regexp"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -83,8 +84,11 @@ func (s *session) resumeTask(ctx workflow.Context) (TaskEvent, error) {
 	t := *s.st.Task
 	err := workflow.SignalExternalWorkflow(ctx, t.WorkflowID, "", SignalContinue, nil).Get(ctx, nil)
 	if err != nil {
-		s.st.Task.Status = TaskFailed
-		return TaskEvent{TaskID: t.TaskID}, fmt.Errorf("continue task %s (it may have been canceled): %w", t.TaskID, err)
+		// The task ended after it paused (a cancel whose event is still on
+		// its way): nothing is paused any more.
+		s.st.Task.Status = TaskCanceled
+		return TaskEvent{TaskID: t.TaskID}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("task %s is no longer paused (canceled or ended)", t.TaskID), activities.CodeConflict, err)
 	}
 	s.st.Task.Status = TaskRunning
 	return s.awaitEvent(ctx, t.TaskID, t.Pauses)

@@ -49,6 +49,10 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	var gen activities.GenerateResult
 	if req.Kind != "" {
 		if gen, err = s.runTask(ctx, req, cfg, res); err != nil {
+			if activities.CodeOf(err) == activities.CodeConflict { // not the session's health
+				res.Status, res.ErrorCode, res.Error = TurnRejected, activities.CodeConflict, rootMessage(err)
+				return
+			}
 			s.fail(res, "task", err)
 			return
 		}
