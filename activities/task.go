@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/lexical"
 )
 
 // Agent holds the ports of the agent task activities: a task's steps are
@@ -547,42 +548,64 @@ func (a *Agent) Progress(ctx context.Context, in ProgressInput) (ProgressResult,
 	return res, nil
 }
 
+// summaryWords are the parts of a progress summary built without a model,
+// in English and in Chinese (the goal's language).
+var summaryWords = map[bool][7]string{
+	false: {"Goal", "Done: %d steps", "Found", "%d tables (%s)", "nothing yet", "Problems", "Remaining: the steps left to answer the goal. Continue? (say \"continue\")"},
+	true:  {"目标", "已完成：%d 步", "发现", "%d 张表（%s）", "暂无", "问题", "剩余：回答目标所需的其余步骤。要继续吗？（请说「继续」）"},
+}
+
 // StepsSummary is a progress summary built from the facts and the steps
-// (the last of which is step) alone.
+// (the last of which is step) alone: the goal, the tools used, what was
+// found (tables, described tables, the latest query results), the
+// problems, what remains.
 func StepsSummary(goal string, facts KnownFacts, step int, steps []StepRecord) string {
+	zh := lexical.IsChinese(goal)
+	w := summaryWords[zh]
 	var b strings.Builder
-	fmt.Fprintf(&b, "Goal: %s\nDone: %d steps", goal, step)
-	var tools, problems []string
+	fmt.Fprintf(&b, "%s: %s\n"+w[1], w[0], goal, step)
+	var tools []string
+	uses := map[string]int{}
+	var problems []string
 	for _, s := range steps {
 		if s.Tool != "" {
-			tools = append(tools, s.Tool)
+			if uses[s.Tool] == 0 {
+				tools = append(tools, s.Tool)
+			}
+			uses[s.Tool]++
 		}
 		if !s.OK {
-			problems = append(problems, fmt.Sprintf("step %d: %s", s.N, clipText(s.Observation, 120)))
+			problems = append(problems, fmt.Sprintf("%d: %s", s.N, clipText(s.Observation, 120)))
 		}
+	}
+	for i, t := range tools {
+		tools[i] = fmt.Sprintf("%s ×%d", t, uses[t])
 	}
 	if len(tools) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(tools, ", "))
 	}
-	b.WriteString(".\nFound: ")
-	switch {
-	case len(facts.Schemas) > 0:
+	fmt.Fprintf(&b, ".\n%s: ", w[2])
+	var found []string
+	if len(facts.Tables) > 0 {
+		found = append(found, fmt.Sprintf(w[3], len(facts.Tables), strings.Join(facts.Tables, ", ")))
+	}
+	if len(facts.Schemas) > 0 {
 		names := make([]string, len(facts.Schemas))
 		for i, s := range facts.Schemas {
 			names[i] = s.Table
 		}
-		fmt.Fprintf(&b, "%d tables (%s); described: %s.", len(facts.Tables), strings.Join(facts.Tables, ", "), strings.Join(names, ", "))
-	case len(facts.Tables) > 0:
-		fmt.Fprintf(&b, "%d tables (%s).", len(facts.Tables), strings.Join(facts.Tables, ", "))
-	default:
-		b.WriteString("nothing yet.")
+		found = append(found, "described: "+strings.Join(names, ", "))
 	}
-	if len(facts.SQLHistory) > 0 {
-		fmt.Fprintf(&b, " Queries run: %d.", len(facts.SQLHistory))
+	if q := facts.SQLHistory; len(q) > 0 {
+		found = append(found, "latest queries: "+strings.Join(q[max(0, len(q)-3):], "; "))
 	}
+	if len(found) == 0 {
+		found = append(found, w[4])
+	}
+	b.WriteString(strings.Join(found, "; "))
 	if len(problems) > 0 {
-		fmt.Fprintf(&b, "\nProblems: %s.", strings.Join(problems, "; "))
+		fmt.Fprintf(&b, ".\n%s: %s", w[5], strings.Join(problems, "; "))
 	}
-	b.WriteString("\nRemaining: the steps left to answer the goal. Continue? (say \"continue\")")
+	b.WriteString(".\n" + w[6])
 	return b.String()
 }

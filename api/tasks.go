@@ -47,8 +47,9 @@ func taskOf(c *gin.Context, ref sessionRef) (string, string, error) {
 }
 
 // getTask answers GET /v1/sessions/{id}/tasks/{taskId}: the task's state
-// with every step, and its transcript (the full step log) when this
-// process can read transcripts.
+// with every step and, when this process can read transcripts, the two
+// lists of seed 001: the full step log (messages, the display list) and
+// the running summary of the model view (summaryText).
 func (s *Server) getTask(c *gin.Context) {
 	ref, err := sessionOf(c)
 	if err != nil {
@@ -73,12 +74,21 @@ func (s *Server) getTask(c *gin.Context) {
 		return
 	}
 	out := gin.H{"sessionId": ref.id, "task": st, "type": taskType(st.Status)}
+	key := activities.TaskKey(ref.key(), id)
 	if s.opts.Transcripts != nil && st.Leaf != "" {
-		msgs, err := s.opts.Transcripts.Branch(ctx, activities.TaskKey(ref.key(), id), st.Leaf)
+		msgs, err := s.opts.Transcripts.Branch(ctx, key, st.Leaf)
 		if err != nil {
 			s.log.Warn("read task transcript", "task", id, "error", err, "requestId", c.GetString("requestID"))
 		} else {
 			out["messages"] = msgs
+		}
+	}
+	if s.opts.Transcripts != nil && st.RunningSummary != nil {
+		// The model view's summary of the steps folded out of its window.
+		if m, ok, err := s.opts.Transcripts.Get(ctx, key, st.RunningSummary.ID); err != nil {
+			s.log.Warn("read task summary", "task", id, "error", err, "requestId", c.GetString("requestID"))
+		} else if ok {
+			out["summaryText"] = m.Content
 		}
 	}
 	c.JSON(http.StatusOK, out)

@@ -126,15 +126,31 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 		t.Fatalf("turn after restart: %v %q", err, res.Answer)
 	}
 
+	// An agent task with the model planner (the test model answers in
+	// text, so the task ends at step 1); its step log through the API.
+	var task struct {
+		Type     string              `json:"type"`
+		Task     workflows.TaskState `json:"task"`
+		Messages []convo.Message     `json:"messages"`
+	}
+	if res, err := api.task(ctx, "demo", map[string]any{"goal": "How many orders are there?", "taskId": "k1"}); err != nil ||
+		res.Type != workflows.TypeFinish || !strings.HasPrefix(res.Answer, "answer ") || res.Engine != "ollama" {
+		t.Fatalf("task: %v %+v", err, res)
+	}
+	if _, err := api.do(ctx, http.MethodGet, "/v1/sessions/demo/tasks/k1", nil, &task); err != nil || task.Type != workflows.TypeFinish ||
+		len(task.Messages) != 2 || task.Messages[0].Content != "How many orders are there?" || task.Messages[1].ID != "s1.answer" {
+		t.Fatalf("GET task: %v %+v", err, task)
+	}
+
 	// The display list, and the running summary's text once compressed.
 	var msgs struct {
 		Leaf     string          `json:"leaf"`
 		Messages []convo.Message `json:"messages"`
 	}
-	if _, err := api.do(ctx, http.MethodGet, "/v1/sessions/demo/messages", nil, &msgs); err != nil || len(msgs.Messages) != 8 || msgs.Leaf != "t3.a" {
+	if _, err := api.do(ctx, http.MethodGet, "/v1/sessions/demo/messages", nil, &msgs); err != nil || len(msgs.Messages) != 10 || msgs.Leaf != "k1.a" {
 		t.Fatalf("messages: %v, %d messages, leaf %q", err, len(msgs.Messages), msgs.Leaf)
 	}
-	if msgs.Messages[0].Content != questions[0] || msgs.Messages[7].ID != "t3.a" {
+	if msgs.Messages[0].Content != questions[0] || msgs.Messages[7].ID != "t3.a" || msgs.Messages[8].Content != "How many orders are there?" {
 		t.Errorf("messages = %+v", msgs.Messages)
 	}
 	if code, err := api.do(ctx, http.MethodPost, "/v1/sessions/demo/compress", nil, nil); code != http.StatusAccepted {
@@ -153,7 +169,7 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if view.MessagesURL != "/v1/sessions/demo/messages" || view.Summary == nil || view.Summary.Folded != 6 {
+	if view.MessagesURL != "/v1/sessions/demo/messages" || view.Summary == nil || view.Summary.Folded != 8 { // all but the newest round
 		t.Errorf("session view = %+v", view)
 	}
 	if code, _ := api.do(ctx, http.MethodGet, "/v1/sessions/demo/messages?leaf=t0.a", nil, &msgs); code != http.StatusOK || len(msgs.Messages) != 2 {
