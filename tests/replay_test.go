@@ -34,6 +34,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 			r.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
+			r.RegisterWorkflowWithOptions(workflows.TaskWorkflow, workflow.RegisterOptions{Name: workflows.TaskWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
@@ -116,6 +117,30 @@ func TestRecordQAHistory(t *testing.T) {
 	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "qa")
 	writeHistory(t, ctx, s, wid, "", "testdata/qa_session.json")
 	writeHistory(t, ctx, s, wid+"/rag/q1", "", "testdata/qa_corrective_child.json")
+}
+
+// TestRecordTaskHistory records a session whose agent task pauses after 2
+// steps and is resumed by "继续", and the task's own history. Same switch
+// as TestRecordHistory.
+func TestRecordTaskHistory(t *testing.T) {
+	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
+		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
+	}
+	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}, limits: workflows.Limits{IdleTTL: 3 * time.Second}})
+	s.startWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := s.task(ctx, "agent", map[string]any{"goal": "How many customers are there?", "taskId": "k", "config": map[string]int{"maxSteps": 2}})
+	if err != nil || res.Type != workflows.TypePause {
+		t.Fatalf("task: %v %+v", err, res)
+	}
+	if res, _, err = s.turn(ctx, "agent", "go", "继续"); err != nil || res.Type != workflows.TypeFinish {
+		t.Fatalf("继续: %v %+v", err, res)
+	}
+	time.Sleep(5 * time.Second) // past the idle TTL
+	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "agent")
+	writeHistory(t, ctx, s, wid, "", "testdata/task_session.json")
+	writeHistory(t, ctx, s, workflows.TaskWorkflowID(workflows.DefaultTenant, "agent", "k"), "", "testdata/task_workflow.json")
 }
 
 func writeHistory(t *testing.T, ctx context.Context, s *stack, wid, runID, path string) {
