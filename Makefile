@@ -8,6 +8,7 @@ RAPID_CHECKS ?= 200
 # bare "context deadline exceeded" on a loaded machine. About 10 s each here.
 FUZZ_JSONL  ?= 100000x
 FUZZ_TOKENS ?= 3000x
+FUZZ_IMPORT ?= 3000x
 # Packages that run with the race detector (fast, no embedded server); convo
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /internal/eval -e /convo)
@@ -44,6 +45,7 @@ convo-test:
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJSONL$$' -fuzztime=$(FUZZ_JSONL) ./convo/
 	$(GO) test -run='^$$' -fuzz='^FuzzCountMatchesReference$$' -fuzztime=$(FUZZ_TOKENS) ./activities/tiktoken/
+	$(GO) test -run='^$$' -fuzz='^FuzzImport$$' -fuzztime=$(FUZZ_IMPORT) ./api/
 
 # The embedded Temporal server (and the eval over 1,488 passages) is too slow
 # under -race for the time budget.

@@ -136,6 +136,9 @@ type TranscriptStore interface {
 	PlanSummary(ctx context.Context, s SessionKey, leafID string, w convo.WindowConfig, c convo.SummaryConfig, prev convo.SummaryState) (convo.SummaryPlan, error)
 	// Branch returns the branch root → leafID (the display transcript).
 	Branch(ctx context.Context, s SessionKey, leafID string) ([]convo.Message, error)
+	// All returns every message of the session, parents before children,
+	// in the order they were added (the tree and the export).
+	All(ctx context.Context, s SessionKey) ([]convo.Message, error)
 	// Len returns the number of messages in the session.
 	Len(ctx context.Context, s SessionKey) (int, error)
 	// SaveSnapshot stores the session's working state; LoadSnapshot returns

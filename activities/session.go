@@ -1,10 +1,15 @@
 package activities
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"os"
 	"strings"
 	"time"
 
@@ -506,6 +511,124 @@ func (a *Session) LoadTurn(ctx context.Context, s SessionKey, turnID string) (St
 		}
 	}
 	return t, nil
+}
+
+// MessageRef is where a message sits in a session's tree.
+type MessageRef struct {
+	ID       string     `json:"id"`
+	ParentID string     `json:"parentId,omitempty"`
+	Role     convo.Role `json:"role"`
+}
+
+// Locate finds a message of a session's transcript (a not_found failure
+// when there is none): the target of a branch or an edit.
+func (a *Session) Locate(ctx context.Context, s SessionKey, id string) (MessageRef, error) {
+	m, ok, err := a.Transcript.Get(ctx, s, id)
+	switch {
+	case err != nil:
+		return MessageRef{}, fmt.Errorf("find message %s of %s: %w", id, s, err)
+	case !ok:
+		return MessageRef{}, Permanent(CodeNotFound, fmt.Sprintf("session %s has no message %q", s, id), nil)
+	}
+	return MessageRef{ID: m.ID, ParentID: m.ParentID, Role: m.Role}, nil
+}
+
+// SeedInput fills a new session: with the branch of From up to Through (a
+// fork), or with the JSONL transcript at Path, whose SHA-256 is SHA256 (an
+// import; Leaf is its active leaf, "" for its last message).
+type SeedInput struct {
+	Session SessionKey  `json:"session"`
+	From    *SessionKey `json:"from,omitempty"`
+	Through string      `json:"through,omitempty"`
+	Path    string      `json:"path,omitempty"`
+	SHA256  string      `json:"sha256,omitempty"`
+	Leaf    string      `json:"leaf,omitempty"`
+}
+
+// SeededTurn is a turn found in a seeded transcript: its id and the
+// fingerprint of its question ([QuestionHash]), for the session's ledger.
+type SeededTurn struct {
+	TurnID       string `json:"t"`
+	QuestionHash uint32 `json:"q"`
+}
+
+// SeedResult is the seeded session: its active leaf, its message count,
+// and its turns (those answered count as the session's turns).
+type SeedResult struct {
+	Leaf     string       `json:"leaf"`
+	Messages int          `json:"messages"`
+	Turns    []SeededTurn `json:"turns,omitempty"`
+	Answered int          `json:"answered"`
+}
+
+// QuestionHash is the fingerprint of a question a session's turn ledger
+// keeps (FNV-1a, 32 bits).
+func QuestionHash(q string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(q))
+	return h.Sum32()
+}
+
+// Seed copies a fork's branch or an imported transcript into a new
+// session, message by message with their ids (appends are idempotent, so
+// a retry completes what an attempt began).
+func (a *Session) Seed(ctx context.Context, in SeedInput) (SeedResult, error) {
+	defer keepAlive(ctx)()
+	var msgs []convo.Message
+	leaf := in.Leaf
+	if in.From != nil {
+		b, err := a.Transcript.Branch(ctx, *in.From, in.Through)
+		switch {
+		case errors.Is(err, convo.ErrNotFound):
+			return SeedResult{}, Permanent(CodeNotFound, fmt.Sprintf("session %s has no message %q", in.From, in.Through), nil)
+		case err != nil:
+			return SeedResult{}, fmt.Errorf("read %s up to %s: %w", in.From, in.Through, err)
+		}
+		msgs, leaf = b, in.Through
+	} else {
+		data, err := os.ReadFile(in.Path)
+		if err != nil {
+			return SeedResult{}, Permanent(CodeNotFound, "read the uploaded transcript", err)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != in.SHA256 {
+			return SeedResult{}, Permanent(CodeDocumentChanged, "the uploaded transcript changed after it was accepted: import it again", nil)
+		}
+		if msgs, err = convo.DecodeJSONL(bytes.NewReader(data)); err != nil {
+			return SeedResult{}, Permanent(CodeInvalidArgument, "imported transcript", err)
+		}
+		if leaf == "" && len(msgs) > 0 {
+			leaf = msgs[len(msgs)-1].ID
+		}
+	}
+	res := SeedResult{Leaf: leaf}
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		if _, _, err := a.Transcript.Append(ctx, in.Session, m); err != nil {
+			return res, fmt.Errorf("seed %s with %s: %w", in.Session, m.ID, err)
+		}
+		switch {
+		case m.Role == convo.RoleUser && strings.HasSuffix(m.ID, ".u"):
+			res.Turns = append(res.Turns, SeededTurn{TurnID: cmpOr(m.Meta["turnId"], strings.TrimSuffix(m.ID, ".u")), QuestionHash: QuestionHash(m.Content)})
+		case m.Role == convo.RoleAssistant && strings.HasSuffix(m.ID, ".a"):
+			answered[strings.TrimSuffix(m.ID, ".a")] = true
+		}
+	}
+	for _, t := range res.Turns {
+		if answered[t.TurnID] {
+			res.Answered++
+		}
+	}
+	if leaf != "" {
+		if _, err := a.Locate(ctx, in.Session, leaf); err != nil {
+			return res, Permanent(CodeInvalidArgument, fmt.Sprintf("active leaf %q is not in the transcript", leaf), nil)
+		}
+	}
+	n, err := a.Transcript.Len(ctx, in.Session)
+	if err != nil {
+		return res, fmt.Errorf("count messages of %s: %w", in.Session, err)
+	}
+	res.Messages = n
+	return res, nil
 }
 
 // SaveSnapshot stores a session's working state so that a session that

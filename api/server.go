@@ -54,6 +54,9 @@ type Transcripts interface {
 	Get(ctx context.Context, s activities.SessionKey, id string) (convo.Message, bool, error)
 	// Branch returns the messages from the root to leafID, root first.
 	Branch(ctx context.Context, s activities.SessionKey, leafID string) ([]convo.Message, error)
+	// All returns every message, parents before children, in the order
+	// they were added.
+	All(ctx context.Context, s activities.SessionKey) ([]convo.Message, error)
 }
 
 // Server serves the HTTP API.
@@ -112,6 +115,12 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/sessions/:id/compress", s.compress)
 	v1.GET("/sessions/:id/steps", s.getSteps)
 	v1.GET("/sessions/:id/messages", s.getMessages)
+	v1.GET("/sessions/:id/tree", s.getTree)
+	v1.POST("/sessions/:id/branch", s.postBranch)
+	v1.POST("/sessions/:id/messages/:messageId/edit", s.postEdit)
+	v1.POST("/sessions/:id/fork", s.postFork)
+	v1.GET("/sessions/:id/export", s.getExport)
+	v1.POST("/sessions/import", s.postImport)
 	v1.POST("/sessions/:id/tasks", s.postTask)
 	v1.GET("/sessions/:id/tasks/:taskId", s.getTask)
 	v1.DELETE("/sessions/:id/tasks/:taskId", s.deleteTask)
@@ -172,7 +181,7 @@ func (s *Server) recoverJSON(c *gin.Context) {
 // MaxBodyBytes.
 func (s *Server) limitBody(c *gin.Context) {
 	limit := s.opts.MaxBodyBytes
-	if c.Request.Method == http.MethodPost && c.FullPath() == "/v1/documents" {
+	if c.Request.Method == http.MethodPost && (c.FullPath() == "/v1/documents" || c.FullPath() == "/v1/sessions/import") {
 		limit = s.opts.MaxUploadBytes
 	}
 	if c.Request.ContentLength > limit {

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
+
+	"github.com/ctxflow/ctxflow/activities"
 )
 
 // TurnLedger records every turn id a session has accepted, with a
@@ -42,16 +45,7 @@ func (l *TurnLedger) Seen(turnID, question string) (seen, sameQuestion bool) {
 
 // Add records turnID with its question; a recorded id keeps its first
 // question.
-func (l *TurnLedger) Add(turnID, question string) {
-	id := hashID(turnID)
-	i := l.search(id)
-	if i < len(l.entries) && l.entries[i].id == id {
-		return
-	}
-	l.entries = append(l.entries, ledgerEntry{})
-	copy(l.entries[i+1:], l.entries[i:])
-	l.entries[i] = ledgerEntry{id: id, question: hashQuestion(question)}
-}
+func (l *TurnLedger) Add(turnID, question string) { l.addHashed(turnID, hashQuestion(question)) }
 
 // Len is the number of recorded turns.
 func (l *TurnLedger) Len() int { return len(l.entries) }
@@ -99,10 +93,17 @@ func hashID(s string) uint64 {
 	return h.Sum64()
 }
 
-func hashQuestion(s string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return h.Sum32()
+func hashQuestion(s string) uint32 { return activities.QuestionHash(s) }
+
+// addHashed records a turn whose question is known by its hash (a turn of
+// a forked or imported transcript: [activities.QuestionHash]).
+func (l *TurnLedger) addHashed(turnID string, q uint32) {
+	id := hashID(turnID)
+	i := l.search(id)
+	if i < len(l.entries) && l.entries[i].id == id {
+		return
+	}
+	l.entries = slices.Insert(l.entries, i, ledgerEntry{id: id, question: q})
 }
 
 // IsZero reports an empty ledger (omitted from JSON with omitzero).

@@ -406,6 +406,9 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if err := ValidateTurn(req, s.st.Config); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), activities.CodeInvalidArgument, nil)
 	}
+	if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); req.Kind == KindSeed && !seen && !s.fresh() {
+		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" already exists: fork or import into a new session id", activities.CodeConflict, nil)
+	}
 	if req.Kind == KindContinue && !s.continuable() {
 		if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); !seen {
 			return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", activities.CodeConflict, nil)
@@ -528,6 +531,7 @@ func (s *session) processNext(ctx workflow.Context) {
 	}
 
 	s.runTurn(ctx, req, s.current)
+	s.current.ActiveLeaf = s.st.ActiveLeaf
 
 	res := *s.current
 	res.CompletedAt = workflow.Now(ctx)

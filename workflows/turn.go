@@ -32,8 +32,24 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		res.Error = "no paused task to continue"
 		return
 	}
+	switch req.Kind {
+	case KindBranch:
+		s.branchTo(ctx, req, res)
+		return
+	case KindSeed:
+		s.seed(ctx, req, res)
+		return
+	}
+	parent := s.st.ActiveLeaf
+	if req.EditOf != "" {
+		var err error
+		if parent, err = s.editParent(ctx, req, res); err != nil {
+			s.refuse(res, "edit", err)
+			return
+		}
+	}
 
-	lc, err := s.loadContext(ctx, req, cfg, res)
+	lc, err := s.loadContext(ctx, req, cfg, parent, res)
 	if err != nil {
 		s.fail(res, "load context", err)
 		return
@@ -49,11 +65,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	var gen activities.GenerateResult
 	if req.Kind != "" {
 		if gen, err = s.runTask(ctx, req, cfg, res); err != nil {
-			if activities.CodeOf(err) == activities.CodeConflict { // not the session's health
-				res.Status, res.ErrorCode, res.Error = TurnRejected, activities.CodeConflict, rootMessage(err)
-				return
-			}
-			s.fail(res, "task", err)
+			s.refuse(res, "task", err)
 			return
 		}
 	} else if lc.Route == activities.RouteQA {
@@ -83,14 +95,14 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 
 // loadContext stores the question and assembles the model view: the
 // load_context step.
-func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg SessionConfig, res *TurnResult) (activities.LoadContextResult, error) {
+func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg SessionConfig, parent string, res *TurnResult) (activities.LoadContextResult, error) {
 	// Sessions recorded before the corrective loop existed replay without it.
 	route := workflow.GetVersion(ctx, "corrective-rag", workflow.DefaultVersion, 1) >= 1 && cfg.TopK > 0
 	var lc activities.LoadContextResult
 	err := s.step(ctx, res, "load_context", func() (map[string]any, error) {
 		err := workflow.ExecuteLocalActivity(s.localCtx(ctx, fmt.Sprintf("load context (%s, %d rounds, %d tokens)", cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens)),
 			sa.LoadContext, activities.LoadContextInput{
-				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: s.st.ActiveLeaf,
+				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: parent,
 				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
 				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: route,
 			}).Get(ctx, &lc)
@@ -319,6 +331,18 @@ func (s *session) complete(res *TurnResult, answerID, answer string) {
 	s.st.Health, s.st.DegradedReason = HealthOK, ""
 	if s.st.SummaryDegraded != "" {
 		s.st.Health, s.st.DegradedReason = HealthDegraded, s.st.SummaryDegraded
+	}
+}
+
+// refuse ends a turn the session cannot run as asked — an unknown message,
+// a bad seed, a task no longer paused — with the failure's code, leaving
+// the session's health alone; any other failure fails the turn.
+func (s *session) refuse(res *TurnResult, what string, err error) {
+	switch code := activities.CodeOf(err); code {
+	case activities.CodeNotFound, activities.CodeInvalidArgument, activities.CodeConflict, activities.CodeDocumentChanged:
+		res.Status, res.ErrorCode, res.Error = TurnRejected, code, what+": "+rootMessage(err)
+	default:
+		s.fail(res, what, err)
 	}
 }
 

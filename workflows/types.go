@@ -20,7 +20,24 @@ const (
 	KindTask = "task"
 	// KindContinue resumes the session's paused task.
 	KindContinue = "continue"
+	// KindBranch moves the session's active leaf to Target: the next turn
+	// appends there (conversation trees).
+	KindBranch = "branch"
+	// KindSeed fills a new session from Seed: a fork of another session's
+	// branch, or an imported transcript.
+	KindSeed = "seed"
 )
+
+// Seed is what a seed turn fills a new session with: the branch of From
+// up to Through (a fork), or the transcript uploaded to Path (an import,
+// checked against SHA256; Leaf its active leaf, "" for its last message).
+type Seed struct {
+	From    *activities.SessionKey `json:"from,omitempty"`
+	Through string                 `json:"through,omitempty"`
+	Path    string                 `json:"path,omitempty"`
+	SHA256  string                 `json:"sha256,omitempty"`
+	Leaf    string                 `json:"leaf,omitempty"`
+}
 
 // TurnRequest is one user turn, as sent by the turn signal and update.
 type TurnRequest struct {
@@ -32,6 +49,13 @@ type TurnRequest struct {
 	Kind string `json:"kind,omitempty"`
 	// MaxSteps overrides the session's maxSteps for a task.
 	MaxSteps int `json:"maxSteps,omitempty"`
+	// EditOf asks the question in place of that user message: the new
+	// message is its sibling, and the old branch stays.
+	EditOf string `json:"editOf,omitempty"`
+	// Target is the message a branch turn moves the active leaf to.
+	Target string `json:"target,omitempty"`
+	// Seed is what a seed turn fills the new session with.
+	Seed *Seed `json:"seed,omitempty"`
 	// Config holds per-turn overrides ([TurnOptions]) as raw JSON so that
 	// unknown keys can be rejected.
 	Config json.RawMessage `json:"config,omitempty"`
@@ -48,10 +72,25 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
 	if err := ValidateQuestion("question", req.Question); err != nil {
 		return err
 	}
-	switch {
-	case req.Kind != "" && req.Kind != KindTask && req.Kind != KindContinue:
-		return fmt.Errorf("kind %q: want %q, %q or none", clip(req.Kind, 20), KindTask, KindContinue)
-	case req.MaxSteps < 0 || req.MaxSteps > 200:
+	switch req.Kind {
+	case "", KindTask, KindContinue:
+	case KindBranch:
+		if err := ValidateID("fromMessageId", req.Target); err != nil {
+			return err
+		}
+	case KindSeed:
+		if err := validateSeed(req.Seed); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("kind %q: want %q, %q, %q, %q or none", clip(req.Kind, 20), KindTask, KindContinue, KindBranch, KindSeed)
+	}
+	if req.EditOf != "" {
+		if err := ValidateID("messageId", req.EditOf); err != nil {
+			return err
+		}
+	}
+	if req.MaxSteps < 0 || req.MaxSteps > 200 {
 		return fmt.Errorf("maxSteps %d out of range [1, 200]", req.MaxSteps)
 	}
 	opts, err := ParseTurnOptions(req.Config)
@@ -60,6 +99,24 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
 	}
 	_, err = opts.Apply(cfg)
 	return err
+}
+
+func validateSeed(sd *Seed) error {
+	switch {
+	case sd == nil:
+		return fmt.Errorf("a seed turn needs a seed")
+	case sd.From != nil && sd.Path == "":
+		if err := ValidateID("sessionId", sd.From.SessionID); err != nil {
+			return err
+		}
+		return ValidateID("fromMessageId", sd.Through)
+	case sd.From == nil && sd.Path != "":
+		if sd.Leaf != "" {
+			return ValidateID("leaf", sd.Leaf)
+		}
+		return nil
+	}
+	return fmt.Errorf("a seed is a fork (from, through) or an import (path)")
 }
 
 // ValidateQuestion checks a question (named field in the error): valid
@@ -125,10 +182,13 @@ type TurnResult struct {
 	Type string     `json:"type,omitempty"`
 	Task *TaskState `json:"task,omitempty"`
 	// MessageIDs are the transcript ids of the user and assistant messages.
-	UserMessageID      string    `json:"userMessageId,omitempty"`
-	AssistantMessageID string    `json:"assistantMessageId,omitempty"`
-	ReceivedAt         time.Time `json:"receivedAt"`
-	CompletedAt        time.Time `json:"completedAt"`
+	UserMessageID      string `json:"userMessageId,omitempty"`
+	AssistantMessageID string `json:"assistantMessageId,omitempty"`
+	// ActiveLeaf is the session's active leaf after the turn: where the
+	// next turn appends.
+	ActiveLeaf  string    `json:"activeLeaf,omitempty"`
+	ReceivedAt  time.Time `json:"receivedAt"`
+	CompletedAt time.Time `json:"completedAt"`
 }
 
 // Done reports whether the turn reached a final status.

@@ -334,6 +334,15 @@ func (s *FileStore) Branch(ctx context.Context, k activities.SessionKey, leafID 
 	return b, err
 }
 
+// All returns every message of a session, in the order they were added.
+func (s *FileStore) All(ctx context.Context, k activities.SessionKey) (all []convo.Message, err error) {
+	err = s.read(ctx, k, func(t *convo.Tree) error {
+		all = t.Messages()
+		return nil
+	})
+	return all, err
+}
+
 // Len implements [activities.TranscriptStore].
 func (s *FileStore) Len(ctx context.Context, k activities.SessionKey) (n int, err error) {
 	err = s.read(ctx, k, func(t *convo.Tree) error {
