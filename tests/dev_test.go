@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,15 +181,13 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 	}
 }
 
-// TestWorkerAndAPIProcesses runs the production shape: `ctxflow worker` and
-// `ctxflow api` as separate processes against an external Temporal server.
-func TestWorkerAndAPIProcesses(t *testing.T) {
-	s := startStack(t, stackOptions{})
-	s.startWorker()
+// startAPI runs `ctxflow api` with env and waits until it is ready.
+func startAPI(t *testing.T, env []string, dir string) (*exec.Cmd, apiClient) {
+	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(binary, "api")
-	cmd.Env = append(os.Environ(), append(s.env, fmt.Sprintf("CTXFLOW_HTTP_ADDR=127.0.0.1:%d", port))...)
-	log := filepath.Join(s.dataDir, "api.log")
+	cmd.Env = append(os.Environ(), append(slices.Clone(env), fmt.Sprintf("CTXFLOW_HTTP_ADDR=127.0.0.1:%d", port))...)
+	log := filepath.Join(dir, "api.log")
 	f, err := os.Create(log)
 	if err != nil {
 		t.Fatal(err)
@@ -198,12 +197,11 @@ func TestWorkerAndAPIProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait(); _ = f.Close() })
-
 	api := apiClient{fmt.Sprintf("http://127.0.0.1:%d", port)}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if code, _ := api.do(t.Context(), http.MethodGet, "/readyz", nil, nil); code == http.StatusOK {
-			break
+			return cmd, api
 		}
 		if time.Now().After(deadline) {
 			out, _ := os.ReadFile(log)
@@ -211,6 +209,14 @@ func TestWorkerAndAPIProcesses(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestWorkerAndAPIProcesses runs the production shape: `ctxflow worker` and
+// `ctxflow api` as separate processes against an external Temporal server.
+func TestWorkerAndAPIProcesses(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	s.startWorker()
+	cmd, api := startAPI(t, s.env, s.dataDir)
 	res, _, err := api.turn(t.Context(), "split", "t0", "hello from the api process")
 	if err != nil || res.Answer != "answer 1 to: hello from the api process" {
 		t.Fatalf("turn: %v %+v", err, res)

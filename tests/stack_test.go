@@ -30,6 +30,7 @@ import (
 
 	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/internal/devserver"
+	"github.com/ctxflow/ctxflow/internal/pgtest"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -53,6 +54,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	pgtest.Stop()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/milvus"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/ollama"
+	"github.com/ctxflow/ctxflow/activities/pgtranscript"
 	"github.com/ctxflow/ctxflow/activities/sqltools"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
@@ -64,9 +65,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	if err != nil {
 		return nil, err
 	}
-	store, err := transcript.Open(transcript.Options{
-		Dir: filepath.Join(cfg.DataDir, "transcripts"), Sync: cfg.TranscriptSync, Logger: log,
-	})
+	store, err := openTranscripts(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +110,39 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		RAG:    rag,
 		close:  []func() error{store.Close, vectors.Close, db.Close},
 	}, nil
+}
+
+// transcriptStore is a TranscriptStore the worker closes.
+type transcriptStore interface {
+	activities.TranscriptStore
+	Close() error
+}
+
+// openTranscripts opens the file store under the data directory, or the
+// PostgreSQL store (migrating its schema first).
+func openTranscripts(ctx context.Context, cfg config.Config, log *slog.Logger) (transcriptStore, error) {
+	if cfg.TranscriptStore != "postgres" {
+		return transcript.Open(transcript.Options{
+			Dir: filepath.Join(cfg.DataDir, "transcripts"), Sync: cfg.TranscriptSync, Logger: log,
+		})
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := pgtranscript.Open(octx, pgtranscript.Options{URL: cfg.DatabaseURL, Migrate: true})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("transcript store: postgres")
+	return s, nil
+}
+
+// Migrate applies the transcript store's missing schema migrations to the
+// database at cfg.DatabaseURL and returns them.
+func Migrate(ctx context.Context, cfg config.Config) ([]string, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("migrate: DATABASE_URL is not set")
+	}
+	return pgtranscript.Migrate(ctx, cfg.DatabaseURL)
 }
 
 // openSQL opens the agent's read-only database: the demo shop (generated

@@ -5,6 +5,7 @@
 //	ctxflow api     the HTTP API against an external Temporal cluster
 //	ctxflow ingest  ingest documents into the knowledge base
 //	ctxflow eval    measure retrieval recall on ../shared/evaldata/mtrag
+//	ctxflow migrate apply the transcript store's schema migrations to $DATABASE_URL
 //
 // Configuration comes from environment variables; see the README.
 package main
@@ -27,6 +28,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/ctxflow/ctxflow/activities/pgtranscript"
 	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/devserver"
@@ -54,6 +56,8 @@ commands:
            the question as asked, rewritten offline, and the gold rewrite;
            then the precision and recall of the corrective loop's judges
            (offline grader, relevance filter) on the retrieved passages
+  migrate  apply the PostgreSQL transcript store's schema migrations to
+           $DATABASE_URL and exit (workers also apply them at start-up)
 
 Configuration is read from environment variables (see README.md).
 `
@@ -84,6 +88,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runWorker(ctx, cfg, log)
 	case "api":
 		err = runAPI(ctx, cfg, log)
+	case "migrate":
+		var applied []string
+		if applied, err = worker.Migrate(ctx, cfg); err == nil && len(applied) == 0 {
+			fmt.Fprintln(stdout, "transcript store: the schema is up to date")
+		}
+		for _, m := range applied {
+			fmt.Fprintln(stdout, "transcript store: applied", m)
+		}
 	case "eval":
 		dir := filepath.Join("..", "shared", "evaldata", "mtrag")
 		if len(args) > 1 {
@@ -164,7 +176,21 @@ func runAPI(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer c.Close()
-	return serveHTTP(ctx, cfg, log, c, nil, func(addr string) { log.Info("api listening", "addr", addr) })
+	// With the PostgreSQL transcript store, the API reads transcripts too
+	// (the messages, tree and export routes); the file store is the
+	// workers' own.
+	var transcripts api.Transcripts
+	if cfg.TranscriptStore == "postgres" {
+		store, err := pgtranscript.Open(ctx, pgtranscript.Options{URL: cfg.DatabaseURL})
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		transcripts = store
+	} else {
+		log.Info("transcripts are in the workers' files: the messages, tree and export routes answer 503 (CTXFLOW_TRANSCRIPT_STORE=postgres shares them)")
+	}
+	return serveHTTP(ctx, cfg, log, c, transcripts, func(addr string) { log.Info("api listening", "addr", addr) })
 }
 
 // dialExternal connects to the cluster named by the environment, using the

@@ -50,6 +50,10 @@ type Config struct {
 	MilvusToken    string
 	Tokenizer      string
 	TranscriptSync bool
+	// TranscriptStore is "file" (under DataDir) or "postgres" (at
+	// DatabaseURL).
+	TranscriptStore string
+	DatabaseURL     string
 	// WorkerActivities bounds the activities a worker runs at once.
 	WorkerActivities int
 	// SQLDatabase is the agent's read-only database: "demo" (the demo
@@ -94,6 +98,8 @@ var Vars = []Var{
 	{"CTXFLOW_TOKENIZER", "cl100k_base", "tiktoken encoding for token budgets (`cl100k_base` or `o200k_base`)"},
 	{"CTXFLOW_WORKER_ACTIVITIES", "64", "activities (and local activities) a worker runs at once; more wait their turn"},
 	{"CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)"},
+	{"CTXFLOW_TRANSCRIPT_STORE", "file", "`file` (JSONL under `CTXFLOW_DATA_DIR/transcripts`: one worker process, or `ctxflow dev`) or `postgres` (at `DATABASE_URL`, shared by any number of workers)"},
+	{"DATABASE_URL", "unset", "PostgreSQL of the transcripts when `CTXFLOW_TRANSCRIPT_STORE=postgres` (`postgres://user:password@host:5432/db`; `pool_max_conns=N` sizes a worker's pool); workers migrate its schema at start-up, `ctxflow migrate` does it alone"},
 	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
 	{"CTXFLOW_EMBEDDING_MODEL", "bge-m3:latest", "default embedding model of new sessions"},
 	{"CTXFLOW_ALT_EMBEDDING_MODELS", "offline", "embedders tried, in order, when the collection's dimension is not the embedding model's (comma-separated Ollama models; `offline` is the built-in n-gram embedder, 384 dimensions)"},
@@ -138,6 +144,8 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		MilvusToken:         p.str("MILVUS_TOKEN", ""),
 		Tokenizer:           p.str("CTXFLOW_TOKENIZER", "cl100k_base"),
 		TranscriptSync:      p.bool("CTXFLOW_TRANSCRIPT_FSYNC", true),
+		TranscriptStore:     p.str("CTXFLOW_TRANSCRIPT_STORE", "file"),
+		DatabaseURL:         p.str("DATABASE_URL", ""),
 		WorkerActivities:    p.int("CTXFLOW_WORKER_ACTIVITIES", 64),
 		SQLDatabase:         p.str("CTXFLOW_SQL_DATABASE", "demo"),
 		ObservationMaxChars: p.int("MESSAGE_COMPRESS_MAX_LENGTH", 5000),
@@ -188,6 +196,11 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.VectorStore != "embedded" && c.VectorStore != "milvus" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_VECTOR_STORE %q: want embedded or milvus", c.VectorStore))
+	}
+	if c.TranscriptStore != "file" && c.TranscriptStore != "postgres" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TRANSCRIPT_STORE %q: want file or postgres", c.TranscriptStore))
+	} else if c.TranscriptStore == "postgres" && c.DatabaseURL == "" {
+		p.errs = append(p.errs, errors.New("CTXFLOW_TRANSCRIPT_STORE=postgres: DATABASE_URL is not set"))
 	}
 	if c.ModelProvider != "auto" && c.ModelProvider != "ollama" && c.ModelProvider != "offline" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MODEL_PROVIDER %q: want auto, ollama or offline", c.ModelProvider))

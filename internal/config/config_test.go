@@ -50,6 +50,7 @@ func TestDefaults(t *testing.T) {
 		MilvusAddress:       "localhost:19530",
 		Tokenizer:           "cl100k_base",
 		TranscriptSync:      true,
+		TranscriptStore:     "file",
 		WorkerActivities:    64,
 		SQLDatabase:         "demo",
 		ObservationMaxChars: 5000,
@@ -113,6 +114,7 @@ func TestOverrides(t *testing.T) {
 		{"CTXFLOW_TOKENIZER", "o200k_base", func(c Config) bool { return c.Tokenizer == "o200k_base" }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "false", func(c Config) bool { return !c.TranscriptSync }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "0", func(c Config) bool { return !c.TranscriptSync }},
+		{"DATABASE_URL", "postgres://db/ctxflow", func(c Config) bool { return c.DatabaseURL == "postgres://db/ctxflow" }},
 		{"CTXFLOW_LLM_MODEL", "llama3.2:1b", func(c Config) bool { return c.Session.LLMModel == "llama3.2:1b" }},
 		{"CTXFLOW_EMBEDDING_MODEL", "nomic-embed-text", func(c Config) bool { return c.Session.EmbeddingModel == "nomic-embed-text" }},
 		{"CONTEXT_MAX_TOKENS", "3000", func(c Config) bool { return c.Session.MaxTokens == 3000 }},
@@ -147,6 +149,13 @@ func TestOverrides(t *testing.T) {
 				t.Errorf("%s changed %d fields of Config, want 1", tc.name, changed)
 			}
 		})
+	}
+}
+
+func TestPostgresTranscripts(t *testing.T) {
+	c, err := load(env(map[string]string{"CTXFLOW_TRANSCRIPT_STORE": "postgres", "DATABASE_URL": "postgres://db/ctxflow"}))
+	if err != nil || c.TranscriptStore != "postgres" || c.DatabaseURL != "postgres://db/ctxflow" {
+		t.Errorf("postgres transcripts: %q %q, %v", c.TranscriptStore, c.DatabaseURL, err)
 	}
 }
 
@@ -194,6 +203,8 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_LOG_FORMAT", "xml"},
 		{"CTXFLOW_TOKENIZER", "p50k_base"},
 		{"CTXFLOW_MODEL_PROVIDER", "openai"},
+		{"CTXFLOW_TRANSCRIPT_STORE", "sqlite"},
+		{"CTXFLOW_TRANSCRIPT_STORE", "postgres"}, // without DATABASE_URL
 		// Out of the ranges of workflows.SessionConfig and Limits.
 		{"CTXFLOW_LLM_MODEL", "two words"},
 		{"CTXFLOW_EMBEDDING_MODEL", strings.Repeat("m", 201)},
