@@ -100,6 +100,8 @@ type BatchInput struct {
 	// Source is what the chunks name as their source (metadata "source");
 	// "" means Path.
 	Source string `json:"source,omitempty"`
+	// Tenant owns the document (metadata MetaTenant; "" is the default).
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // IngestBatch embeds and upserts chunks [Batch*BatchSize, (Batch+1)*BatchSize)
@@ -137,6 +139,7 @@ func (a *Ingest) IngestBatch(ctx context.Context, in BatchInput) (int, error) {
 	for i, p := range batch {
 		md := map[string]string{"source": source, "chunk": strconv.Itoa(p.Index)}
 		maps.Copy(md, p.Metadata)
+		md[MetaTenant] = TenantOf(in.Tenant)
 		chunks[i] = Chunk{ID: p.ID, DocumentID: in.DocumentID, Text: p.Text, Vector: vectors[i], Metadata: md}
 	}
 	if err := a.Store.Upsert(ctx, chunks); err != nil {

@@ -149,6 +149,35 @@ type TranscriptStore interface {
 	Delete(ctx context.Context, s SessionKey) error
 }
 
+// DefaultTenant is the tenant of requests that name none.
+const DefaultTenant = "default"
+
+// MetaTenant is the chunk metadata key of a document's tenant: every
+// chunk carries it, and every retrieval filters on it, so a tenant's
+// questions never see another tenant's documents.
+const MetaTenant = "tenant"
+
+// TenantOf is t, or DefaultTenant for "".
+func TenantOf(t string) string {
+	if t == "" {
+		return DefaultTenant
+	}
+	return t
+}
+
+type tenantKey struct{}
+
+// WithTenant tells what runs under ctx (a tool) whose tenant it serves.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantFrom is the tenant WithTenant set ("" → DefaultTenant).
+func TenantFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return TenantOf(t)
+}
+
 // SessionKey names a session in the stores.
 type SessionKey struct {
 	Tenant    string `json:"tenant"`

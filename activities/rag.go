@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,8 @@ type RetrieveInput struct {
 	// neither the query nor the topic is dropped by the filter.
 	Topic  string            `json:"topic,omitempty"`
 	Filter map[string]string `json:"filter,omitempty"`
+	// Tenant is whose documents are searched ("" is the default tenant).
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // RetrievedDoc is a retrieved chunk with the relevance filter's verdict.
@@ -88,7 +91,12 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 	if info.Count == 0 {
 		return RetrieveResult{Empty: true}, nil
 	}
-	req := SearchRequest{Text: in.Query, Mode: cmp.Or(in.Mode, SearchHybrid), TopK: max(in.TopK, 1), Filter: in.Filter}
+	filter := maps.Clone(in.Filter)
+	if filter == nil {
+		filter = map[string]string{}
+	}
+	filter[MetaTenant] = TenantOf(in.Tenant)
+	req := SearchRequest{Text: in.Query, Mode: cmp.Or(in.Mode, SearchHybrid), TopK: max(in.TopK, 1), Filter: filter}
 	var res RetrieveResult
 	if req.Mode != SearchKeyword {
 		if req.Vector, res.EmbedModel, err = a.embedQuery(ctx, in.Query, info); err != nil {
@@ -342,7 +350,7 @@ func KnowledgeTool(rag *RAG) Tool {
 			if k <= 0 {
 				k = 5
 			}
-			res, err := rag.Retrieve(ctx, RetrieveInput{Query: a.Query, TopK: min(k, 20), SimilarityThreshold: 0.3})
+			res, err := rag.Retrieve(ctx, RetrieveInput{Query: a.Query, TopK: min(k, 20), SimilarityThreshold: 0.3, Tenant: TenantFrom(ctx)})
 			if err != nil {
 				if IsPermanent(err) || CodeOf(err) == CodeDimensionMismatch {
 					return nil, fmt.Errorf("%w: %v", ErrToolFailed, err)

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,8 +38,11 @@ func newKB(t *testing.T) *vecstore.Store {
 	var chunks []activities.Chunk
 	for i, d := range docs {
 		chunks = append(chunks, activities.Chunk{ID: string(rune('a' + i)), DocumentID: "doc", Text: d, Vector: vecs[i],
-			Metadata: map[string]string{"source": "test.md"}})
+			Metadata: map[string]string{"source": "test.md", activities.MetaTenant: activities.DefaultTenant}})
 	}
+	// Another tenant's copy of the first document.
+	chunks = append(chunks, activities.Chunk{ID: "acme/a", DocumentID: "acme/doc", Text: docs[0], Vector: vecs[0],
+		Metadata: map[string]string{"source": "test.md", activities.MetaTenant: "acme"}})
 	if err := store.Upsert(context.Background(), chunks); err != nil {
 		t.Fatal(err)
 	}
@@ -283,5 +287,36 @@ func TestRetrieveFallsBackWhenTheEmbedderFails(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || (errors.As(err, &appErr) && appErr.NonRetryable()) {
 		t.Fatalf("error = %v, want the embedder's transient failure", err)
+	}
+}
+
+// TestRetrieveSeesOnlyItsTenant: a retrieval finds its tenant's chunks
+// only, whatever filter the caller adds.
+func TestRetrieveSeesOnlyItsTenant(t *testing.T) {
+	rag := offlineRAG(newKB(t))
+	for _, tc := range []struct {
+		tenant string
+		filter map[string]string
+		want   []string
+	}{
+		{"acme", nil, []string{"acme/a"}},
+		{"acme", map[string]string{activities.MetaTenant: activities.DefaultTenant}, []string{"acme/a"}},
+		{"other", nil, nil},
+	} {
+		res, err := rag.Retrieve(context.Background(), activities.RetrieveInput{Query: docs[0], TopK: 10, Tenant: tc.tenant, Filter: tc.filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range res.Docs {
+			got = append(got, d.ID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("tenant %s: %v, want %v", tc.tenant, got, tc.want)
+		}
+	}
+	res, err := rag.Retrieve(context.Background(), activities.RetrieveInput{Query: docs[0], TopK: 10})
+	if err != nil || len(res.Docs) == 0 || slices.ContainsFunc(res.Docs, func(d activities.RetrievedDoc) bool { return d.ID == "acme/a" }) {
+		t.Errorf("the default tenant: %v %+v", err, res.Docs)
 	}
 }

@@ -321,7 +321,7 @@ func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult,
 		res.Observation = clipText(stored.Content, 160)
 		return a.due(ctx, in, res)
 	}
-	content, facts, ok, err := a.run(ctx, call.ToolCall)
+	content, facts, ok, err := a.run(WithTenant(ctx, in.Task.Tenant), call.ToolCall)
 	if err != nil {
 		return res, fmt.Errorf("tool %s (call %s of %s): %w", call.ToolCall.Name, in.CallID, in.Task, err)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/gin-gonic/gin"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -52,11 +51,24 @@ type documentStatus struct {
 	Error  string `json:"error,omitempty"`
 }
 
-func newDocumentStatus(doc, status string) documentStatus {
+func newDocumentStatus(doc docRef, status string) documentStatus {
 	return documentStatus{
-		IngestProgress: workflows.IngestProgress{DocumentID: doc},
-		WorkflowID:     workflows.IngestWorkflowID(doc), Status: status, StatusURL: "/v1/documents/" + doc,
+		IngestProgress: workflows.IngestProgress{DocumentID: doc.id},
+		WorkflowID:     doc.workflowID(), Status: status, StatusURL: "/v1/documents/" + doc.id,
 	}
+}
+
+// docRef is a tenant's document: documents are per tenant, so the
+// workflows and the store know it by its key ([workflows.DocumentKey]).
+type docRef struct{ tenant, id string }
+
+func (d docRef) key() string        { return workflows.DocumentKey(d.tenant, d.id) }
+func (d docRef) workflowID() string { return workflows.IngestWorkflowID(d.key()) }
+
+// progress is an ingestion's progress as the caller knows the document.
+func (d docRef) progress(p workflows.IngestProgress) workflows.IngestProgress {
+	p.DocumentID = d.id
+	return p
 }
 
 // mediaTypes maps the accepted Content-Types of an upload to the extension
@@ -90,15 +102,24 @@ type upload struct {
 }
 
 // documentID reads and validates a document id from a path parameter.
-func documentID(c *gin.Context) (string, error) {
+func documentID(c *gin.Context) (docRef, error) {
+	t, err := tenant(c)
+	if err != nil {
+		return docRef{}, err
+	}
 	id := c.Param("id")
 	if err := workflows.ValidateID("documentId", id); err != nil {
-		return "", errInvalid("%s", err)
+		return docRef{}, errInvalid("%s", err)
 	}
-	return id, nil
+	return docRef{tenant: t, id: id}, nil
 }
 
 func (s *Server) postDocument(c *gin.Context) {
+	t, err := tenant(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
 	if s.opts.UploadDir == "" {
 		writeError(c, errUnavailable("document uploads are off: this API has no upload directory (CTXFLOW_UPLOAD_DIR)"))
 		return
@@ -149,24 +170,16 @@ func (s *Server) postDocument(c *gin.Context) {
 		source = doc
 	}
 	sum := hex.EncodeToString(up.sum[:])
-	opts := client.StartWorkflowOptions{
-		ID:                       workflows.IngestWorkflowID(doc),
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		// Without it the SDK hands back the running workflow: an upload
-		// during another ingestion or a deletion would be confirmed falsely.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		StaticSummary:                            "Ingest " + source,
-		StaticDetails:                            fmt.Sprintf("document `%s` uploaded as `%s`: %d bytes, sha256 `%s`", doc, source, len(up.body), sum[:16]),
-	}
+	ref := docRef{tenant: t, id: doc}
+	opts := workflows.DocumentStartOptions(ref.key(), "Ingest "+source,
+		fmt.Sprintf("document `%s` of tenant `%s` uploaded as `%s`: %d bytes, sha256 `%s`", doc, t, source, len(up.body), sum[:16]))
 	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.IngestWorkflowName,
-		workflows.IngestInput{DocumentID: doc, Path: path, Source: source})
+		workflows.IngestInput{DocumentID: ref.key(), Path: path, Source: source, Tenant: t})
 	if err != nil {
 		writeError(c, documentConflict(doc, err))
 		return
 	}
-	st := newDocumentStatus(doc, DocRunning)
+	st := newDocumentStatus(ref, DocRunning)
 	st.SHA256, st.Bytes = sum, len(up.body)
 	if !wait {
 		c.JSON(http.StatusAccepted, st)
@@ -178,7 +191,7 @@ func (s *Server) postDocument(c *gin.Context) {
 	err = run.Get(ctx, &p)
 	switch {
 	case err == nil:
-		st.IngestProgress, st.Status = p, DocCompleted
+		st.IngestProgress, st.Status = ref.progress(p), DocCompleted
 		c.JSON(http.StatusOK, st)
 	case ctx.Err() != nil:
 		// Still running: the client may follow it at the status URL.
@@ -406,15 +419,15 @@ func (s *Server) getDocument(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	wid := workflows.IngestWorkflowID(doc)
+	wid := doc.workflowID()
 	desc, err := s.c.DescribeWorkflowExecution(ctx, wid, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
-		writeError(c, errNotFound("document %s not found", doc))
+		writeError(c, errNotFound("document %s not found", doc.id))
 		return
 	case err != nil:
-		writeError(c, fromTemporal("document "+doc, err))
+		writeError(c, fromTemporal("document "+doc.id, err))
 		return
 	}
 	info := desc.GetWorkflowExecutionInfo()
@@ -429,14 +442,14 @@ func (s *Server) getDocument(c *gin.Context) {
 			st.Status = DocDeleting
 			c.JSON(http.StatusOK, st)
 		case info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-			writeError(c, errNotFound("document %s was deleted", doc))
+			writeError(c, errNotFound("document %s was deleted", doc.id))
 		default:
 			st.Status, st.Error = DocFailed, "delete: "+s.failure(ctx, wid, runID)
 			c.JSON(http.StatusOK, st)
 		}
 		return
 	default:
-		writeError(c, errNotFound("document %s not found (%s is a %s)", doc, wid, info.GetType().GetName()))
+		writeError(c, errNotFound("document %s not found (%s is a %s)", doc.id, wid, info.GetType().GetName()))
 		return
 	}
 	if running {
@@ -449,19 +462,19 @@ func (s *Server) getDocument(c *gin.Context) {
 			err = v.Get(&st.IngestProgress)
 		}
 		if err != nil {
-			s.log.Warn("document progress query", "document", doc, "error", err, "requestId", c.GetString("requestID"))
-			st.IngestProgress = workflows.IngestProgress{DocumentID: doc}
+			s.log.Warn("document progress query", "document", doc.key(), "error", err, "requestId", c.GetString("requestID"))
 		}
+		st.IngestProgress = doc.progress(st.IngestProgress)
 		c.JSON(http.StatusOK, st)
 		return
 	}
 	var p workflows.IngestProgress
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		if err := s.c.GetWorkflow(ctx, wid, runID).Get(ctx, &p); err != nil {
-			writeError(c, fromTemporal("document "+doc, err))
+			writeError(c, fromTemporal("document "+doc.id, err))
 			return
 		}
-		st.IngestProgress, st.Status = p, DocCompleted
+		st.IngestProgress, st.Status = doc.progress(p), DocCompleted
 		c.JSON(http.StatusOK, st)
 		return
 	}
@@ -493,14 +506,14 @@ func (s *Server) failure(ctx context.Context, wid, runID string) string {
 // documentExists reports whether a document was ingested (or is being) and
 // not deleted since: the latest workflow under its id is not a completed
 // deletion.
-func (s *Server) documentExists(ctx context.Context, doc string) (bool, error) {
-	desc, err := s.c.DescribeWorkflowExecution(ctx, workflows.IngestWorkflowID(doc), "")
+func (s *Server) documentExists(ctx context.Context, doc docRef) (bool, error) {
+	desc, err := s.c.DescribeWorkflowExecution(ctx, doc.workflowID(), "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 		return false, nil
 	case err != nil:
-		return false, fromTemporal("document "+doc, err)
+		return false, fromTemporal("document "+doc.id, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	deleted := info.GetType().GetName() == workflows.DeleteDocumentWorkflowName &&
@@ -523,13 +536,13 @@ func (s *Server) deleteDocument(c *gin.Context) {
 		writeError(c, err)
 		return
 	case !exists:
-		writeError(c, errNotFound("document %s not found (or already deleted)", doc))
+		writeError(c, errNotFound("document %s not found (or already deleted)", doc.id))
 		return
 	}
-	opts := workflows.DocumentStartOptions(doc, "Delete document "+doc, "")
-	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.DeleteDocumentWorkflowName, workflows.DeleteDocumentInput{DocumentID: doc})
+	opts := workflows.DocumentStartOptions(doc.key(), "Delete document "+doc.id, "tenant `"+doc.tenant+"`")
+	run, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.DeleteDocumentWorkflowName, workflows.DeleteDocumentInput{DocumentID: doc.key()})
 	if err != nil {
-		writeError(c, documentConflict(doc, err))
+		writeError(c, documentConflict(doc.id, err))
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), deleteWait)
@@ -542,6 +555,6 @@ func (s *Server) deleteDocument(c *gin.Context) {
 		c.JSON(http.StatusAccepted, newDocumentStatus(doc, DocDeleting))
 	default:
 		code, msg := rootCause(err)
-		writeError(c, failed(cmp.Or(code, activities.CodeUnavailable), "delete of document "+doc+" failed", msg))
+		writeError(c, failed(cmp.Or(code, activities.CodeUnavailable), "delete of document "+doc.id+" failed", msg))
 	}
 }

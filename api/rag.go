@@ -38,6 +38,11 @@ type correctiveResponse struct {
 // postCorrective runs one corrective retrieval (CorrectiveRAGWorkflow, not
 // tied to a session) and answers with its result and trace.
 func (s *Server) postCorrective(c *gin.Context) {
+	t, err := tenant(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
 	var body correctiveRequest
 	if err := bindJSON(c, &body, false); err != nil {
 		writeError(c, err)
@@ -62,7 +67,7 @@ func (s *Server) postCorrective(c *gin.Context) {
 	in := workflows.CorrectiveInput{
 		Query: body.Query, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold,
 		MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
-		SearchMode: cfg.SearchMode, Model: cfg.LLMModel, IncludeText: true, Limits: s.opts.Limits,
+		SearchMode: cfg.SearchMode, Model: cfg.LLMModel, IncludeText: true, Limits: s.opts.Limits, Tenant: t,
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
 	defer cancel()

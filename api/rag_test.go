@@ -52,7 +52,7 @@ func TestPostCorrective(t *testing.T) {
 	}
 	d := workflows.DefaultSessionConfig()
 	want := workflows.CorrectiveInput{Query: "how much is it?", TopK: 3, SimilarityThreshold: d.SimilarityThreshold,
-		MaxRewriteAttempts: 0, GradePassThreshold: 0.8, SearchMode: d.SearchMode, Model: d.LLMModel, IncludeText: true,
+		MaxRewriteAttempts: 0, GradePassThreshold: 0.8, SearchMode: d.SearchMode, Model: d.LLMModel, IncludeText: true, Tenant: workflows.DefaultTenant,
 		Limits: workflows.DefaultLimits()}
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("workflow input = %+v, want %+v", got, want)

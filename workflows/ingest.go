@@ -24,6 +24,16 @@ const (
 	QueryProgress      = "progress"
 )
 
+// DocumentKey names a tenant's document in the workflows and the store:
+// the id itself for the default tenant, <tenant>/<id> for the others (no
+// id holds a '/', so no two tenants' documents share a key).
+func DocumentKey(tenant, documentID string) string {
+	if tenant == "" || tenant == DefaultTenant {
+		return documentID
+	}
+	return tenant + "/" + documentID
+}
+
 // IngestWorkflowID is the workflow id of a document: ingest/<doc>. Its
 // ingestions and its deletion ([DeleteDocumentWorkflow]) share it, so that
 // one document changes through one workflow at a time.
@@ -81,6 +91,9 @@ type IngestInput struct {
 	// Source is what the chunks name as their source, e.g. an uploaded
 	// file's name; "" means Path.
 	Source string `json:"source,omitempty"`
+	// Tenant owns the document ("" is the default tenant); DocumentID is
+	// then its [DocumentKey].
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // IngestProgress is what the progress query and the result report.
@@ -137,7 +150,7 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 	for b := range p.Batches {
 		var n int
 		err := workflow.ExecuteActivity(actx(fmt.Sprintf("embed and store batch %d/%d", b+1, p.Batches)), ia.IngestBatch,
-			activities.BatchInput{DocumentID: in.DocumentID, Path: in.Path, Hash: prep.Hash, Batch: b, BatchSize: in.BatchSize, Source: in.Source}).Get(ctx, &n)
+			activities.BatchInput{DocumentID: in.DocumentID, Path: in.Path, Hash: prep.Hash, Batch: b, BatchSize: in.BatchSize, Source: in.Source, Tenant: in.Tenant}).Get(ctx, &n)
 		if err != nil {
 			return p, fmt.Errorf("ingest batch %d of %s: %w", b, in.DocumentID, err)
 		}

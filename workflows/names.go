@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/ctxflow/ctxflow/activities"
 )
 
 // TaskQueue is the task queue every ctxflow worker polls.
@@ -42,7 +44,7 @@ func TurnUpdateID(update string, req TurnRequest) string {
 }
 
 // DefaultTenant is used when a request names no tenant.
-const DefaultTenant = "default"
+const DefaultTenant = activities.DefaultTenant
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 

@@ -30,6 +30,8 @@ type CorrectiveInput struct {
 	Model string `json:"model,omitempty"`
 	// Topic is the conversation's topic, for the relevance filter.
 	Topic string `json:"topic,omitempty"`
+	// Tenant is whose documents are searched ("" is the default tenant).
+	Tenant string `json:"tenant,omitempty"`
 	// Generate, when set, answers inside a session: the turn's window is
 	// the model view and the graded documents are added to it.
 	Generate *activities.GenerateInput `json:"generate,omitempty"`
@@ -214,7 +216,7 @@ func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) (
 		err := workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("retrieve top %d for %q", c.in.TopK, clip(query, 60)), time.Minute, 3),
 			ra.Retrieve, activities.RetrieveInput{
 				Query: query, TopK: c.in.TopK, SimilarityThreshold: c.in.SimilarityThreshold,
-				Mode: activities.SearchMode(c.in.SearchMode), Topic: c.in.Topic,
+				Mode: activities.SearchMode(c.in.SearchMode), Topic: c.in.Topic, Tenant: c.in.Tenant,
 			}).Get(ctx, &out)
 		kept := 0
 		for _, d := range out.Docs {

@@ -189,7 +189,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		err := workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
 			Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
 			MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
-			Model: cfg.LLMModel, Topic: rq.Topic, Generate: &gin, Limits: s.limits,
+			Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &gin, Limits: s.limits,
 		}).Get(ctx, &out)
 		return correctiveDetails(childID, out), err
 	})

@@ -22,7 +22,20 @@ import (
 // runIngest ingests files (or the supported files below directories) through
 // IngestWorkflow, one workflow per document. Each document's result is a
 // line on out; its progress is shown on progressOut (see [progress]).
-func runIngest(ctx context.Context, c client.Client, paths []string, out, progressOut io.Writer) error {
+func runIngest(ctx context.Context, c client.Client, args []string, out, progressOut io.Writer) error {
+	tenant, paths := workflows.DefaultTenant, args
+	if len(args) > 0 && (args[0] == "--tenant" || strings.HasPrefix(args[0], "--tenant=")) {
+		if t, ok := strings.CutPrefix(args[0], "--tenant="); ok {
+			tenant, paths = t, args[1:]
+		} else if len(args) > 1 {
+			tenant, paths = args[1], args[2:]
+		} else {
+			return fmt.Errorf("ingest: --tenant needs a tenant")
+		}
+		if err := workflows.ValidateID("tenant", tenant); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+	}
 	if len(paths) == 0 {
 		return fmt.Errorf("ingest: name at least one file or directory")
 	}
@@ -48,14 +61,14 @@ func runIngest(ctx context.Context, c client.Client, paths []string, out, progre
 	}
 	tty := isTerminal(progressOut)
 	for _, f := range files {
-		if err := ingestFile(ctx, c, f, out, &progress{w: progressOut, tty: tty, name: filepath.Base(f)}); err != nil {
+		if err := ingestFile(ctx, c, tenant, f, out, &progress{w: progressOut, tty: tty, name: filepath.Base(f)}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func ingestFile(ctx context.Context, c client.Client, path string, out io.Writer, bar *progress) error {
+func ingestFile(ctx context.Context, c client.Client, tenant, path string, out io.Writer, bar *progress) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("ingest %s: %w", path, err)
@@ -63,8 +76,9 @@ func ingestFile(ctx context.Context, c client.Client, path string, out io.Writer
 	// The same identity as an upload of the file: one document, however
 	// it was ingested.
 	doc := workflows.DocumentID(filepath.Base(path), sha256.Sum256(b))
-	run, err := c.ExecuteWorkflow(ctx, workflows.DocumentStartOptions(doc, "Ingest "+filepath.Base(path), "document `"+doc+"` from `"+path+"`"),
-		workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: doc, Path: path, Source: filepath.Base(path)})
+	key := workflows.DocumentKey(tenant, doc)
+	run, err := c.ExecuteWorkflow(ctx, workflows.DocumentStartOptions(key, "Ingest "+filepath.Base(path), "document `"+doc+"` of tenant `"+tenant+"` from `"+path+"`"),
+		workflows.IngestWorkflowName, workflows.IngestInput{DocumentID: key, Path: path, Source: filepath.Base(path), Tenant: tenant})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return fmt.Errorf("ingest %s: document %s is being ingested or deleted: wait for it and try again", path, doc)

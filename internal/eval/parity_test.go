@@ -61,7 +61,7 @@ func TestEvalRanksAsAQATurn(t *testing.T) {
 			},
 		}, req)
 	}, time.Second)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Tenant: "t", SessionID: "parity", Limits: workflows.Limits{IdleTTL: time.Hour}})
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Tenant: workflows.DefaultTenant, SessionID: "parity", Limits: workflows.Limits{IdleTTL: time.Hour}})
 
 	i := slices.IndexFunc(res.Steps, func(s workflows.Step) bool { return s.Name == "corrective_rag" })
 	if res.Status != workflows.TurnCompleted || i < 0 {

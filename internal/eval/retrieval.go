@@ -226,7 +226,7 @@ func index(ctx context.Context, passages []Passage) (*vecstore.Store, map[string
 		}
 		chunks := make([]activities.Chunk, len(batch))
 		for i, p := range batch {
-			chunks[i] = activities.Chunk{ID: p.ID, DocumentID: p.ID, Text: p.Text, Vector: vs[i]}
+			chunks[i] = activities.Chunk{ID: p.ID, DocumentID: p.ID, Text: p.Text, Vector: vs[i], Metadata: map[string]string{activities.MetaTenant: activities.DefaultTenant}}
 			inCorpus[p.ID] = true
 		}
 		if err := store.Upsert(ctx, chunks); err != nil {
