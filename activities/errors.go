@@ -33,6 +33,9 @@ const (
 	CodeDimensionMismatch = "dimension_mismatch"
 	// CodeDocumentChanged: a document's file changed during its ingestion.
 	CodeDocumentChanged = "document_changed"
+	// CodeUnauthenticated: the request has no API key, or one the API
+	// does not know.
+	CodeUnauthenticated = "unauthenticated"
 	// CodeInternal: a bug.
 	CodeInternal = "internal"
 )

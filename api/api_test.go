@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1213,4 +1215,51 @@ func TestListSessions(t *testing.T) {
 		return nil, serviceerror.NewUnavailable("visibility down")
 	}
 	wantError(t, do(h, http.MethodGet, "/v1/sessions", ""), http.StatusServiceUnavailable, "unavailable")
+}
+
+// TestAPIKeys: with keys, a request needs one; its tenant is the key's.
+func TestAPIKeys(t *testing.T) {
+	sum := sha256.Sum256([]byte("cfk_acme"))
+	f := newFake(t)
+	var gotID string
+	f.QueryWorkflowFn = func(_ context.Context, workflowID, _, _ string, _ ...any) (converter.EncodedValue, error) {
+		gotID = workflowID
+		return encode(t, workflows.SessionState{SessionID: "s1", Status: workflows.StatusIdle}), nil
+	}
+	f.CheckHealthFn = func(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+		return &client.CheckHealthResponse{}, nil
+	}
+	opts := options()
+	opts.Keys = map[string]string{hex.EncodeToString(sum[:]): "acme"}
+	h := api.New(f, opts).Handler()
+
+	for _, tc := range []struct {
+		name    string
+		header  []string
+		status  int
+		errCode string
+	}{
+		{"no key", nil, http.StatusUnauthorized, "unauthenticated"},
+		{"unknown key", []string{"Authorization", "Bearer cfk_other"}, http.StatusUnauthorized, "unauthenticated"},
+		{"not a bearer", []string{"Authorization", "Basic cfk_acme"}, http.StatusUnauthorized, "unauthenticated"},
+		{"another tenant named", []string{"Authorization", "Bearer cfk_acme", "X-Tenant-ID", "beta"}, http.StatusBadRequest, "invalid_argument"},
+		{"bearer", []string{"Authorization", "Bearer cfk_acme"}, http.StatusOK, ""},
+		{"X-API-Key", []string{"X-API-Key", "cfk_acme", "X-Tenant-ID", "acme"}, http.StatusOK, ""},
+	} {
+		gotID = ""
+		w := do(h, http.MethodGet, "/v1/sessions/s1", "", tc.header...)
+		if tc.errCode != "" {
+			wantError(t, w, tc.status, tc.errCode)
+			if gotID != "" {
+				t.Errorf("%s: reached Temporal", tc.name)
+			}
+			continue
+		}
+		if w.Code != tc.status || gotID != "session/acme/s1" {
+			t.Errorf("%s: %d, workflow %q", tc.name, w.Code, gotID)
+		}
+	}
+	if w := do(h, http.MethodGet, "/healthz", ""); w.Code != http.StatusOK {
+		t.Errorf("/healthz without a key = %d", w.Code)
+	}
 }

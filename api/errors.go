@@ -43,6 +43,7 @@ var answers = map[string]answer{
 	activities.CodeModelPermanent:    {http.StatusBadRequest, "choose another model (llmModel), or change the request"},
 	activities.CodeDimensionMismatch: {http.StatusInternalServerError, "retrying does not help: an operator must configure an embedding model of the collection's dimension, or a new collection"},
 	activities.CodeDocumentChanged:   {http.StatusConflict, "upload the document again"},
+	activities.CodeUnauthenticated:   {http.StatusUnauthorized, "send an API key: Authorization: Bearer <key>"},
 	activities.CodeInternal:          {http.StatusInternalServerError, "report it with the request id"},
 }
 

@@ -7,9 +7,11 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -40,6 +42,11 @@ type Options struct {
 	// IngestWaitTimeout bounds a `?wait=true` upload (default 5 minutes);
 	// after it the answer is 202 and the ingestion goes on.
 	IngestWaitTimeout time.Duration
+	// Keys maps the SHA-256 (hex) of each API key to its tenant. With keys,
+	// every /v1 request needs one (Authorization: Bearer <key>, or
+	// X-API-Key) and acts as the key's tenant; nil: no keys, and
+	// X-Tenant-ID picks the tenant.
+	Keys map[string]string
 	// Transcripts reads transcripts for the messages routes and the
 	// summary text; nil when this process cannot read them (see
 	// [Transcripts]).
@@ -104,7 +111,7 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
 
-	v1 := r.Group("/v1")
+	v1 := r.Group("/v1", s.authenticate)
 	v1.POST("/sessions", s.createSession)
 	v1.GET("/sessions", s.listSessions)
 	v1.GET("/sessions/:id", s.getSession)
@@ -198,4 +205,43 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// keyTenant is the gin context key of the tenant an API key authenticated.
+const keyTenant = "ctxflow.tenant"
+
+// authenticate checks the API key of a /v1 request when the API has keys:
+// an unknown or missing key is a 401, and the request's tenant is the
+// key's (an X-Tenant-ID naming another is refused, never followed).
+func (s *Server) authenticate(c *gin.Context) {
+	if s.opts.Keys == nil {
+		c.Next()
+		return
+	}
+	key := c.GetHeader("X-API-Key")
+	if auth := c.GetHeader("Authorization"); key == "" && auth != "" {
+		scheme, token, _ := strings.Cut(auth, " ")
+		if strings.EqualFold(scheme, "Bearer") {
+			key = strings.TrimSpace(token)
+		}
+	}
+	if key == "" {
+		writeError(c, errCode(activities.CodeUnauthenticated, "this API needs an API key: send Authorization: Bearer <key>"))
+		c.Abort()
+		return
+	}
+	sum := sha256.Sum256([]byte(key))
+	t, ok := s.opts.Keys[hex.EncodeToString(sum[:])]
+	if !ok {
+		writeError(c, errCode(activities.CodeUnauthenticated, "unknown API key"))
+		c.Abort()
+		return
+	}
+	if h := c.GetHeader(tenantHeader); h != "" && h != t {
+		writeError(c, errInvalid("%s names another tenant than the API key's: leave it out", tenantHeader))
+		c.Abort()
+		return
+	}
+	c.Set(keyTenant, t)
+	c.Next()
 }

@@ -38,8 +38,12 @@ func (r sessionRef) key() activities.SessionKey {
 	return activities.SessionKey{Tenant: r.tenant, SessionID: r.id}
 }
 
-// tenant reads the X-Tenant-ID header (default "default").
+// tenant is the request's tenant: its API key's, or else the X-Tenant-ID
+// header's (default "default").
 func tenant(c *gin.Context) (string, error) {
+	if t := c.GetString(keyTenant); t != "" {
+		return t, nil
+	}
 	t := c.GetHeader(tenantHeader)
 	if t == "" {
 		return workflows.DefaultTenant, nil

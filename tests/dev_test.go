@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -74,7 +76,7 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 		"CTXFLOW_DATA_DIR=" + dir,
 		"OLLAMA_HOST=" + fake.URL,
 	}
-	api := apiClient{fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+	api := apiClient{base: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
 	log := filepath.Join(dir, "dev.log")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -197,7 +199,7 @@ func startAPI(t *testing.T, env []string, dir string) (*exec.Cmd, apiClient) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait(); _ = f.Close() })
-	api := apiClient{fmt.Sprintf("http://127.0.0.1:%d", port)}
+	api := apiClient{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if code, _ := api.do(t.Context(), http.MethodGet, "/readyz", nil, nil); code == http.StatusOK {
@@ -216,10 +218,18 @@ func startAPI(t *testing.T, env []string, dir string) (*exec.Cmd, apiClient) {
 func TestWorkerAndAPIProcesses(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	s.startWorker()
-	cmd, api := startAPI(t, s.env, s.dataDir)
+	sum := sha256.Sum256([]byte("cfk_split"))
+	cmd, api := startAPI(t, append(slices.Clone(s.env), "CTXFLOW_API_KEYS=acme:"+hex.EncodeToString(sum[:])), s.dataDir)
+	if code, _ := api.do(t.Context(), http.MethodGet, "/v1/sessions", nil, nil); code != http.StatusUnauthorized {
+		t.Errorf("a request without the key = %d, want 401", code)
+	}
+	api.key = "cfk_split"
 	res, _, err := api.turn(t.Context(), "split", "t0", "hello from the api process")
 	if err != nil || res.Answer != "answer 1 to: hello from the api process" {
 		t.Fatalf("turn: %v %+v", err, res)
+	}
+	if _, err := s.client.DescribeWorkflowExecution(t.Context(), workflows.SessionWorkflowID("acme", "split"), ""); err != nil {
+		t.Errorf("the session is not the key's tenant's: %v", err)
 	}
 	// SIGTERM drains and exits cleanly.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -188,7 +188,7 @@ func TestMultiWorker(t *testing.T) {
 	}
 
 	// A `ctxflow api` process on the same store reads the transcripts.
-	_, api := startAPI(t, env, s.dataDir)
+	_, api := startAPI(t, append(env, "CTXFLOW_ALLOW_ANONYMOUS=true"), s.dataDir)
 	var msgs struct {
 		Messages []struct{ ID string } `json:"messages"`
 	}

@@ -82,6 +82,8 @@ type stackOptions struct {
 	modelDelay time.Duration
 	limits     workflows.Limits
 	extraEnv   []string
+	// keys are the API's keys (SHA-256 hex → tenant); nil: none.
+	keys map[string]string
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -113,12 +115,12 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		o.limits.HeartbeatTimeout = 2 * time.Second
 	}
 	apiSrv := httptest.NewServer(api.New(c, api.Options{
-		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Logger: quietLogger(),
+		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Keys: o.keys, Logger: quietLogger(),
 	}).Handler())
 	t.Cleanup(apiSrv.Close)
 
 	s := &stack{
-		t: t, dataDir: dir, server: srv, client: c, model: fake, api: apiSrv, apiClient: apiClient{apiSrv.URL},
+		t: t, dataDir: dir, server: srv, client: c, model: fake, api: apiSrv, apiClient: apiClient{base: apiSrv.URL},
 		env: append([]string{
 			"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(),
 			"TEMPORAL_NAMESPACE=" + srv.Namespace(),
@@ -178,8 +180,8 @@ func tail(s string, n int) string {
 
 var httpClient = &http.Client{Timeout: 3 * time.Minute}
 
-// apiClient talks to a ctxflow API at base.
-type apiClient struct{ base string }
+// apiClient talks to a ctxflow API at base, with an API key if set.
+type apiClient struct{ base, key string }
 
 // do sends a JSON request to the API and decodes the JSON answer into out.
 func (s apiClient) do(ctx context.Context, method, path string, body, out any) (int, error) {
@@ -196,6 +198,9 @@ func (s apiClient) do(ctx context.Context, method, path string, body, out any) (
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if s.key != "" {
+		req.Header.Set("Authorization", "Bearer "+s.key)
+	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, err

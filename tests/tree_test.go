@@ -54,7 +54,7 @@ func TestConversationTrees(t *testing.T) {
 		"CTXFLOW_DATA_DIR=" + dir,
 		"OLLAMA_HOST=" + fake.URL,
 	}
-	api := apiClient{fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+	api := apiClient{base: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
 	startDev(t, env, api, filepath.Join(dir, "dev.log"))
 	ctx := t.Context()
 	turn := func(session, id, q string) {

@@ -12,6 +12,10 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -44,12 +48,12 @@ commands:
            under $CTXFLOW_DATA_DIR) with its Web UI, the worker and the API
   worker   run a worker against the Temporal cluster at $TEMPORAL_ADDRESS
   api      serve the HTTP API against the Temporal cluster at $TEMPORAL_ADDRESS
-  ingest PATH...
+  ingest [--tenant T] PATH...
            ingest files (.md .txt .html .pdf, .jsonl of passages) or
-           directories into the knowledge base, through the workers of the
-           cluster at $TEMPORAL_ADDRESS (with ctxflow dev running, that is
-           the embedded one); progress on stderr, one line per document on
-           stdout
+           directories into the knowledge base of tenant T (default
+           "default"), through the workers of the cluster at
+           $TEMPORAL_ADDRESS (with ctxflow dev running, that is the embedded
+           one); progress on stderr, one line per document on stdout
   eval [DIR]
            retrieval recall@5 on a closed-corpus evaluation set (default
            ../shared/evaldata/mtrag): dense, keyword and hybrid search, with
@@ -58,6 +62,9 @@ commands:
            (offline grader, relevance filter) on the retrieved passages
   migrate  apply the PostgreSQL transcript store's schema migrations to
            $DATABASE_URL and exit (workers also apply them at start-up)
+  key TENANT
+           make an API key for a tenant: prints the key (give it to the
+           client) and the line for CTXFLOW_API_KEYS(_FILE), its hash
 
 Configuration is read from environment variables (see README.md).
 `
@@ -67,7 +74,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && len(args) != 1) {
+	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -108,6 +115,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			err = runIngest(ctx, c, args[1:], stdout, stderr)
 			c.Close()
 		}
+	case "key":
+		if len(args) != 2 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		err = newKey(args[1], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -171,6 +184,11 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 }
 
 func runAPI(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if keys, err := cfg.Keys(); err != nil {
+		return err
+	} else if keys == nil && !cfg.AllowAnonymous {
+		return errors.New("no API keys: set CTXFLOW_API_KEYS or CTXFLOW_API_KEYS_FILE (ctxflow key TENANT makes a key), or CTXFLOW_ALLOW_ANONYMOUS=true to let any caller pick a tenant")
+	}
 	c, err := dialExternal(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -246,10 +264,19 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 	if err != nil {
 		return fmt.Errorf("upload directory %s: %w", cfg.Uploads(), err)
 	}
+	keys, err := cfg.Keys()
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		log.Warn("no API keys: any caller may act as any tenant with X-Tenant-ID (set CTXFLOW_API_KEYS or CTXFLOW_API_KEYS_FILE)")
+	} else {
+		log.Info("API keys on", "keys", len(keys))
+	}
 	h := api.New(c, api.Options{
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
-		IngestWaitTimeout: cfg.IngestWaitTimeout, Transcripts: transcripts, Logger: log.With("component", "api"),
+		IngestWaitTimeout: cfg.IngestWaitTimeout, Transcripts: transcripts, Keys: keys, Logger: log.With("component", "api"),
 	}).Handler()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -310,5 +337,21 @@ func runEval(ctx context.Context, dir string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	g.Write(stdout)
+	return nil
+}
+
+// newKey prints a new API key for tenant and its CTXFLOW_API_KEYS entry
+// (the key's SHA-256: the server never stores the key itself).
+func newKey(tenant string, out io.Writer) error {
+	if err := workflows.ValidateID("tenant", tenant); err != nil {
+		return err
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	key := "cfk_" + base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(key))
+	fmt.Fprintf(out, "key:   %s\nentry: %s:%s\n", key, tenant, hex.EncodeToString(sum[:]))
 	return nil
 }

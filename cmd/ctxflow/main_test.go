@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/pgtest"
 )
 
@@ -28,5 +32,33 @@ func TestMigrate(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	if code := run([]string{"migrate"}, new(bytes.Buffer), new(bytes.Buffer)); code != 1 {
 		t.Errorf("ctxflow migrate without DATABASE_URL = %d, want 1", code)
+	}
+}
+
+// TestKey: `ctxflow key` prints a key and its entry, which the
+// configuration reads back as the key's tenant; `ctxflow api` refuses to
+// start without keys unless told.
+func TestKey(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"key", "acme"}, &out, new(bytes.Buffer)); code != 0 {
+		t.Fatalf("ctxflow key = %d", code)
+	}
+	var key, entry string
+	if _, err := fmt.Sscanf(out.String(), "key: %s\nentry: %s\n", &key, &entry); err != nil || !strings.HasPrefix(key, "cfk_") {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	keys, err := config.Config{APIKeys: entry}.Keys()
+	sum := sha256.Sum256([]byte(key))
+	if err != nil || keys[hex.EncodeToString(sum[:])] != "acme" {
+		t.Fatalf("entry %q reads as %v, %v", entry, keys, err)
+	}
+	if code := run([]string{"key", "../x"}, new(bytes.Buffer), new(bytes.Buffer)); code != 1 {
+		t.Errorf("a bad tenant = %d, want 1", code)
+	}
+
+	t.Setenv("CTXFLOW_API_KEYS", "")
+	t.Setenv("CTXFLOW_ALLOW_ANONYMOUS", "false")
+	if code := run([]string{"api"}, new(bytes.Buffer), new(bytes.Buffer)); code != 1 {
+		t.Errorf("ctxflow api without keys = %d, want 1", code)
 	}
 }

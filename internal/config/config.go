@@ -34,7 +34,12 @@ type Config struct {
 	// UploadDir holds documents uploaded through the API, which the workers
 	// read by the same path. It is kept as configured; [Config.Uploads]
 	// resolves it.
-	UploadDir         string
+	UploadDir string
+	// APIKeys and APIKeysFile hold the API keys (see [Config.Keys]);
+	// AllowAnonymous lets `ctxflow api` serve without any.
+	APIKeys           string
+	APIKeysFile       string
+	AllowAnonymous    bool
 	MaxUploadBytes    int64
 	IngestWaitTimeout time.Duration
 
@@ -115,6 +120,9 @@ var Vars = []Var{
 	{"MAX_STEPS", "12", "default `maxSteps` of new sessions: agent task steps before the task pauses with a progress summary"},
 	{"MESSAGE_COMPRESS_RECENT_WINDOW", "10", "unfolded messages a task's model view holds before older steps are folded into its running summary"},
 	{"MESSAGE_COMPRESS_MAX_LENGTH", "5000", "characters of a tool result in a task's model view (lists cut to their first 10 items); the transcript keeps it whole"},
+	{"CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys"},
+	{"CTXFLOW_API_KEYS_FILE", "unset", "a file of API keys, one `tenant:<sha256>` a line (`#` comments), added to `CTXFLOW_API_KEYS`"},
+	{"CTXFLOW_ALLOW_ANONYMOUS", "false", "let `ctxflow api` serve without API keys (any caller then picks a tenant with `X-Tenant-ID`); `ctxflow dev` always may, and says so"},
 	{"CTXFLOW_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"CTXFLOW_LOG_FORMAT", "text", "text or json"},
 }
@@ -152,6 +160,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		LogFormat:           p.str("CTXFLOW_LOG_FORMAT", "text"),
 	}
 	c.UploadDir = p.str("CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/uploads")
+	c.APIKeys = p.str("CTXFLOW_API_KEYS", "")
+	c.APIKeysFile = p.str("CTXFLOW_API_KEYS_FILE", "")
+	c.AllowAnonymous = p.bool("CTXFLOW_ALLOW_ANONYMOUS", false)
 	c.Session = workflows.DefaultSessionConfig()
 	c.Session.LLMModel = p.str("CTXFLOW_LLM_MODEL", c.Session.LLMModel)
 	c.Session.EmbeddingModel = p.str("CTXFLOW_EMBEDDING_MODEL", c.Session.EmbeddingModel)
@@ -264,6 +275,58 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		return c, fmt.Errorf("configuration: %w", errors.Join(p.errs...))
 	}
 	return c, nil
+}
+
+// Keys returns the API keys: the SHA-256 (hex) of each key → its tenant,
+// from CTXFLOW_API_KEYS ("tenant:sha256,...") and the lines of
+// CTXFLOW_API_KEYS_FILE ("tenant:sha256"; blank lines and # comments
+// skipped). Nil when neither names a key.
+func (c Config) Keys() (map[string]string, error) {
+	var entries []string
+	for e := range strings.SplitSeq(c.APIKeys, ",") {
+		entries = append(entries, e)
+	}
+	if c.APIKeysFile != "" {
+		b, err := os.ReadFile(c.APIKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("CTXFLOW_API_KEYS_FILE: %w", err)
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if i := strings.IndexByte(line, '#'); i >= 0 {
+				line = line[:i]
+			}
+			entries = append(entries, line)
+		}
+	}
+	var keys map[string]string
+	for _, e := range entries {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		tenant, sum, ok := strings.Cut(e, ":")
+		tenant, sum = strings.TrimSpace(tenant), strings.ToLower(strings.TrimSpace(sum))
+		if !ok || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
+			return nil, fmt.Errorf("API key entry %q: want tenant:<SHA-256 of the key, 64 hex digits> (ctxflow key TENANT makes one)", clip(e, 40))
+		}
+		if err := workflows.ValidateID("tenant", tenant); err != nil {
+			return nil, fmt.Errorf("API key entry %q: %w", clip(e, 40), err)
+		}
+		if keys == nil {
+			keys = map[string]string{}
+		}
+		if t, dup := keys[sum]; dup && t != tenant {
+			return nil, fmt.Errorf("one API key is given to two tenants (%s and %s)", t, tenant)
+		}
+		keys[sum] = tenant
+	}
+	return keys, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // Uploads returns the upload directory: UploadDir with a leading

@@ -6,6 +6,8 @@ import (
 	goparser "go/parser"
 	"go/token"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -374,5 +376,38 @@ func TestLoadReadsTheProcessEnvironment(t *testing.T) {
 	}
 	if c.HTTPAddr != ":9999" || c.Limits.RecentTurns != 5 {
 		t.Errorf("Load ignored the environment: %q, %d", c.HTTPAddr, c.Limits.RecentTurns)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	a, b := strings.Repeat("a", 64), strings.Repeat("B", 64)
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte("# keys\nbeta:"+b+"  # the second\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		want      map[string]string
+		wantError string
+	}{
+		{"none", Config{}, nil, ""},
+		{"env and file", Config{APIKeys: " acme:" + a + " ,", APIKeysFile: file}, map[string]string{a: "acme", strings.ToLower(b): "beta"}, ""},
+		{"not a hash", Config{APIKeys: "acme:secret"}, nil, "64 hex digits"},
+		{"no tenant", Config{APIKeys: a}, nil, "tenant:"},
+		{"bad tenant", Config{APIKeys: "a/b:" + a}, nil, "tenant"},
+		{"one key, two tenants", Config{APIKeys: "acme:" + a + ",beta:" + a}, nil, "two tenants"},
+		{"missing file", Config{APIKeysFile: file + ".nope"}, nil, "CTXFLOW_API_KEYS_FILE"},
+	} {
+		got, err := tc.cfg.Keys()
+		if tc.wantError != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+				t.Errorf("%s: error %v, want %q", tc.name, err, tc.wantError)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
+		}
 	}
 }
