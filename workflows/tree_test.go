@@ -170,3 +170,35 @@ func TestImportSeedsANewSession(t *testing.T) {
 		t.Errorf("import of a changed file = %+v", changed.result)
 	}
 }
+
+// TestSummaryIsBranchAware: after a compression, a turn on the branch
+// uses the summary; after a branch move to a message the summary does not
+// cover as a prefix, the next turn's view has no summary, and the model
+// sees no folded message of the other branch.
+func TestSummaryIsBranchAware(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: "t" + string(rune('0'+i)), Question: "question " + string(rune('0'+i))})
+	}
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(workflows.SignalCompress, nil) }, 10*time.Second)
+	onBranch := h.update(20*time.Second, workflows.TurnRequest{TurnID: "t3", Question: "on the branch"})
+	h.update(30*time.Second, workflows.TurnRequest{TurnID: "b", Question: "branch", Kind: workflows.KindBranch, Target: "t0.u"})
+	elsewhere := h.update(40*time.Second, workflows.TurnRequest{TurnID: "t4", Question: "beside t0's answer"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	used := func(r workflows.TurnResult) any { return r.Steps[0].Details["summaryUsed"] }
+	if onBranch.result.Status != workflows.TurnCompleted || used(onBranch.result) != true {
+		t.Fatalf("turn on the summarised branch: %+v", onBranch.result.Steps)
+	}
+	if elsewhere.result.Status != workflows.TurnCompleted || used(elsewhere.result) != false {
+		t.Fatalf("turn on another branch used a summary: %+v", elsewhere.result.Steps)
+	}
+	last := h.model.calls[len(h.model.calls)-1].Messages
+	var seen []string
+	for _, m := range last {
+		seen = append(seen, m.Content)
+	}
+	if got := strings.Join(seen, "|"); strings.Contains(got, "summary") || strings.Contains(got, "question 1") || !strings.HasSuffix(got, "question 0|beside t0's answer") {
+		t.Errorf("model view on the other branch: %s", got)
+	}
+}
