@@ -46,7 +46,10 @@ func keepAlive(ctx context.Context) (stop func()) {
 
 // logger is the activity's logger, or slog's default outside an activity
 // (the worker's start-up check).
-func logger(ctx context.Context) interface{ Info(string, ...any) } {
+func logger(ctx context.Context) interface {
+	Info(string, ...any)
+	Debug(string, ...any)
+} {
 	if activity.IsActivity(ctx) {
 		return activity.GetLogger(ctx)
 	}

@@ -77,6 +77,31 @@ type ChatModel interface {
 	Chat(ctx context.Context, req ChatRequest, onDelta func(delta string)) (ChatResponse, error)
 }
 
+// Broker carries a turn's answer as the model writes it, from the model
+// activity to the API's streams (server-sent events). It is best effort:
+// a delta nobody listens to is dropped, and the turn result stays the
+// durable answer.
+type Broker interface {
+	// Publish sends a delta to the topic's subscribers.
+	Publish(ctx context.Context, topic string, d Delta) error
+	// Subscribe returns the topic's deltas from now on, until ctx ends
+	// (the channel is then closed).
+	Subscribe(ctx context.Context, topic string) (<-chan Delta, error)
+}
+
+// Delta is a fragment of an answer. Attempt numbers the model activity's
+// attempt: a retried activity streams the answer again from its start,
+// and a stream shows the text of the latest attempt only.
+type Delta struct {
+	Attempt int    `json:"a"`
+	Text    string `json:"t"`
+}
+
+// TurnTopic is the broker topic of a turn's answer.
+func TurnTopic(s SessionKey, turnID string) string {
+	return s.Tenant + "/" + s.SessionID + "/" + turnID
+}
+
 // Embedder turns texts into vectors: one vector per input text, in the same
 // order, all of the model's dimension. Errors are classified as ChatModel's.
 type Embedder interface {

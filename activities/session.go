@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/convo"
@@ -35,6 +36,8 @@ type Session struct {
 	SmallTalk SmallTalkDetector
 	// Engine names the model provider in turn results ("ollama", "offline").
 	Engine string
+	// Broker streams answers as they are written; may be nil.
+	Broker Broker
 }
 
 // UserMessageID and AssistantMessageID name a turn's messages in the
@@ -228,6 +231,22 @@ type GenerateInput struct {
 	Docs    []DocText `json:"docs,omitempty"`
 }
 
+// stream publishes a turn's answer deltas on the broker (nil without one).
+func (a *Session) stream(ctx context.Context, s SessionKey, turnID string) func(string) {
+	if a.Broker == nil {
+		return nil
+	}
+	topic, attempt := TurnTopic(s, turnID), 1
+	if activity.IsActivity(ctx) {
+		attempt = int(activity.GetInfo(ctx).Attempt)
+	}
+	return func(text string) {
+		if err := a.Broker.Publish(ctx, topic, Delta{Attempt: attempt, Text: text}); err != nil {
+			logger(ctx).Debug("stream delta", "topic", topic, "error", err)
+		}
+	}
+}
+
 // DocRef names a retrieved chunk (its text stays in the store).
 type DocRef struct {
 	ID     string  `json:"id"`
@@ -281,7 +300,7 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	}
 	view = append(head, view...)
 	defer keepAlive(ctx)()
-	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, nil)
+	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, a.stream(ctx, in.Session, in.TurnID))
 	if err != nil {
 		return GenerateResult{}, modelFailure(fmt.Sprintf("generate for %s turn %s with %s", in.Session, in.TurnID, in.Model), err)
 	}

@@ -47,6 +47,14 @@ type Options struct {
 	// X-API-Key) and acts as the key's tenant; nil: no keys, and
 	// X-Tenant-ID picks the tenant.
 	Keys map[string]string
+	// Collection is the knowledge base's collection (CTXFLOW_COLLECTION),
+	// which the seeds' requests may name (default "rag_documents").
+	Collection string
+	// Broker brings answer deltas to streamed turns; nil: streams have
+	// steps and the final result, but no tokens.
+	Broker activities.Broker
+	// Metrics serves GET /metrics (Prometheus); nil: no metrics route.
+	Metrics http.Handler
 	// Transcripts reads transcripts for the messages routes and the
 	// summary text; nil when this process cannot read them (see
 	// [Transcripts]).
@@ -81,6 +89,9 @@ func New(c client.Client, opts Options) *Server {
 	if opts.TurnWaitTimeout <= 0 {
 		opts.TurnWaitTimeout = 5 * time.Minute
 	}
+	if opts.Collection == "" {
+		opts.Collection = "rag_documents"
+	}
 	if opts.MaxUploadBytes <= 0 {
 		opts.MaxUploadBytes = 32 << 20
 	}
@@ -98,7 +109,7 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.requestID, s.accessLog, s.recoverJSON, s.limitBody)
+	r.Use(s.requestID, s.accessLog, s.observe, s.recoverJSON, s.limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, errNotFound("no route %s %s", c.Request.Method, c.Request.URL.Path))
 	})
@@ -110,14 +121,19 @@ func (s *Server) Handler() http.Handler {
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
+	s.metricsRoutes(r)
+	s.webRoutes(r)
+	s.seedRoutes(r)
 
 	v1 := r.Group("/v1", s.authenticate)
+	s.openAPIRoutes(v1)
 	v1.POST("/sessions", s.createSession)
 	v1.GET("/sessions", s.listSessions)
 	v1.GET("/sessions/:id", s.getSession)
 	v1.DELETE("/sessions/:id", s.deleteSession)
 	v1.POST("/sessions/:id/turns", s.postTurn)
 	v1.GET("/sessions/:id/turns/:turnId", s.getTurn)
+	v1.GET("/sessions/:id/turns/:turnId/events", s.turnEvents)
 	v1.POST("/sessions/:id/continue", s.continueTask)
 	v1.POST("/sessions/:id/compress", s.compress)
 	v1.GET("/sessions/:id/steps", s.getSteps)

@@ -448,7 +448,12 @@ func (s *Server) postTurn(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TurnID, Question: body.Question, Config: body.Config})
+	req := workflows.TurnRequest{TurnID: body.TurnID, Question: body.Question, Config: body.Config}
+	if wantsStream(c) {
+		s.streamTurn(c, ref, req)
+		return
+	}
+	s.submitTurn(c, ref, req)
 }
 
 // submitTurn sends a turn (a question, a task, a continue) to the

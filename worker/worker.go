@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/broker"
 	"github.com/ctxflow/ctxflow/activities/ingest"
 	"github.com/ctxflow/ctxflow/activities/milvus"
 	"github.com/ctxflow/ctxflow/activities/offline"
@@ -31,6 +32,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/internal/config"
+	"github.com/ctxflow/ctxflow/internal/telemetry"
 	"github.com/ctxflow/ctxflow/lexical"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -41,7 +43,11 @@ type Ports struct {
 	Ingest  *activities.Ingest
 	RAG     *activities.RAG
 	Agent   *activities.Agent
-	close   []func() error
+	// Broker carries answer deltas to streamed turns: in process, or
+	// PostgreSQL's LISTEN/NOTIFY with the PostgreSQL transcript store (so
+	// an API process elsewhere hears them).
+	Broker activities.Broker
+	close  []func() error
 }
 
 // Close releases the adapters.
@@ -77,6 +83,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	}
 	offlineEngine := &offline.Engine{Tokenizer: tok}
 	embs := embedders(model, embedder, embedModel, cfg.AltEmbeddingModels)
+	model = telemetry.MeterModel(model) // after the checks above, which need the adapter itself
 	rag := &activities.RAG{
 		Store: vectors, Embedders: embs,
 		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: lexical.Relevance{},
@@ -99,16 +106,29 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	if engine != offline.ModelName { // a real model plans and summarises
 		agent.Planner, agent.Model = activities.ModelPlanner{Model: model, Engine: engine}, model
 	}
+	closers := []func() error{store.Close, vectors.Close, db.Close}
+	var deltas activities.Broker = broker.NewLocal()
+	if cfg.TranscriptStore == "postgres" {
+		pg, err := broker.OpenPostgres(ctx, cfg.DatabaseURL)
+		if err != nil {
+			for _, c := range closers {
+				_ = c()
+			}
+			return nil, err
+		}
+		deltas, closers = pg, append(closers, pg.Close)
+	}
 	return &Ports{
 		Agent: agent,
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
 			Knowledge: vectors, Rewriter: lexical.Rewriter{},
-			SmallTalk: lexical.SmallTalk{},
+			SmallTalk: lexical.SmallTalk{}, Broker: deltas,
 		},
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Parser: ingest.Parser{Tokenizer: tok}, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,
-		close:  []func() error{store.Close, vectors.Close, db.Close},
+		Broker: deltas,
+		close:  closers,
 	}, nil
 }
 
@@ -315,6 +335,7 @@ func New(c client.Client, p *Ports, maxActivities int) sdkworker.Worker {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      maxActivities,
 		MaxConcurrentLocalActivityExecutionSize: maxActivities,
+		Interceptors:                            telemetry.WorkerInterceptors(),
 	})
 	Register(w, p)
 	return w

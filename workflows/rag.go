@@ -198,6 +198,7 @@ func (c *corrective) run(ctx workflow.Context) error {
 			break
 		}
 		tried.add(next)
+		countRewrite(ctx, "corrective")
 		c.res.RewriteHistory = append(c.res.RewriteHistory, RewriteRecord{
 			Attempt: attempt + 1, From: query, RewrittenQuery: next, RewriteReason: r.RewriteReason, Keywords: r.Keywords,
 		})

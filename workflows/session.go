@@ -72,6 +72,7 @@ type session struct {
 	summaryDue   bool // the last turn left the history over the summary threshold
 	turnsThisRun int
 	logger       log.Logger
+	traces       map[string]any // turn id → the span its update came with (see TraceContextKey)
 
 	turnCh, continueCh, compressCh, closeCh, taskCh workflow.ReceiveChannel
 	// events are task events not yet consumed by the turn waiting for them.
@@ -444,6 +445,12 @@ func (s *session) enqueue(ctx workflow.Context, req TurnRequest) bool {
 	}
 	s.st.Ledger.Add(req.TurnID, req.Question)
 	s.st.Pending = append(s.st.Pending, req)
+	if span := ctx.Value(TraceContextKey{}); span != nil {
+		if s.traces == nil {
+			s.traces = map[string]any{}
+		}
+		s.traces[req.TurnID] = span
+	}
 	return true
 }
 
@@ -524,6 +531,10 @@ func (s *session) steps() ([]TurnSteps, error) {
 func (s *session) processNext(ctx workflow.Context) {
 	req := s.st.Pending[0]
 	s.st.Pending = s.st.Pending[1:]
+	if span, ok := s.traces[req.TurnID]; ok { // the turn joins its caller's trace
+		ctx = workflow.WithValue(ctx, TraceContextKey{}, span)
+		delete(s.traces, req.TurnID)
+	}
 	s.current = &TurnResult{TurnID: req.TurnID, Status: TurnRunning, Question: req.Question, ReceivedAt: req.ReceivedAt}
 	s.st.Status = StatusRunning
 	if err := s.publish(ctx); err != nil {
@@ -535,6 +546,7 @@ func (s *session) processNext(ctx workflow.Context) {
 
 	res := *s.current
 	res.CompletedAt = workflow.Now(ctx)
+	recordTurn(ctx, &res)
 	res.SessionInfo = s.st.Info()
 	s.current = nil
 	s.st.Recent = append(s.st.Recent, res)

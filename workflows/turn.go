@@ -176,6 +176,9 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 			res.Steps[len(res.Steps)-1].Status = "degraded"
 			rq = activities.RewriteQuestionResult{Question: req.Question}
 		}
+		if rq.Rewritten {
+			countRewrite(ctx, "question")
+		}
 	}
 	res.Topic = rq.Topic
 	var out CorrectiveResult
@@ -289,6 +292,9 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 			s.st.Health, s.st.DegradedReason = HealthDegraded, s.st.SummaryDegraded
 			return
 		}
+		if out.Ref != nil {
+			countSummary(ctx, out.CacheHit)
+		}
 		if out.Ref != nil && (s.st.Summary == nil || out.Ref.ID != s.st.Summary.ID) {
 			s.st.Summary = out.Ref
 			s.st.ActiveLeaf = out.Ref.ID // the record hangs below the leaf
@@ -311,7 +317,9 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 // step runs one pipeline step and records it in the turn's trace.
 func (s *session) step(ctx workflow.Context, res *TurnResult, name string, fn func() (map[string]any, error)) error {
 	start := workflow.Now(ctx)
+	res.RunningStep = name
 	details, err := fn()
+	res.RunningStep = ""
 	st := Step{Name: name, Status: "ok", Start: start, DurationMS: workflow.Now(ctx).Sub(start).Milliseconds(), Details: details}
 	if err != nil {
 		st.Status = "failed"
@@ -321,6 +329,7 @@ func (s *session) step(ctx workflow.Context, res *TurnResult, name string, fn fu
 		st.Details["error"] = rootMessage(err)
 	}
 	res.Steps = append(res.Steps, st)
+	recordStep(ctx, name, st.Status, workflow.Now(ctx).Sub(start))
 	return err
 }
 

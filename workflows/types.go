@@ -186,7 +186,10 @@ type TurnResult struct {
 	AssistantMessageID string `json:"assistantMessageId,omitempty"`
 	// ActiveLeaf is the session's active leaf after the turn: where the
 	// next turn appends.
-	ActiveLeaf  string    `json:"activeLeaf,omitempty"`
+	ActiveLeaf string `json:"activeLeaf,omitempty"`
+	// RunningStep names the step a running turn is in ("" between steps
+	// and once it is done): what a stream shows as started.
+	RunningStep string    `json:"runningStep,omitempty"`
 	ReceivedAt  time.Time `json:"receivedAt"`
 	CompletedAt time.Time `json:"completedAt"`
 }

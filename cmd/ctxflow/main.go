@@ -6,6 +6,7 @@
 //	ctxflow ingest  ingest documents into the knowledge base
 //	ctxflow eval    measure retrieval recall on ../shared/evaldata/mtrag
 //	ctxflow migrate apply the transcript store's schema migrations to $DATABASE_URL
+//	ctxflow register add the session search attributes to the cluster's namespace
 //
 // Configuration comes from environment variables; see the README.
 package main
@@ -32,11 +33,14 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/broker"
 	"github.com/ctxflow/ctxflow/activities/pgtranscript"
 	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/devserver"
 	"github.com/ctxflow/ctxflow/internal/eval"
+	"github.com/ctxflow/ctxflow/internal/telemetry"
 	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -62,6 +66,9 @@ commands:
            (offline grader, relevance filter) on the retrieved passages
   migrate  apply the PostgreSQL transcript store's schema migrations to
            $DATABASE_URL and exit (workers also apply them at start-up)
+  register add the session search attributes to $TEMPORAL_NAMESPACE at
+           $TEMPORAL_ADDRESS and exit (workers also do it at start-up, when
+           their credentials may)
   key TENANT
            make an API key for a tenant: prints the key (give it to the
            client) and the line for CTXFLOW_API_KEYS(_FILE), its hash
@@ -83,18 +90,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ctxflow:", err)
 		return 2
 	}
-	log := cfg.Logger()
+	log := slog.New(telemetry.LogHandler(cfg.Logger().Handler())) // + a request's session, turn and trace ids
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var tel *telemetry.Telemetry // metrics and traces of the service commands
+	if args[0] == "dev" || args[0] == "worker" || args[0] == "api" {
+		if tel, err = telemetry.New(ctx, telemetry.Options{Service: "ctxflow-" + args[0], Tracing: cfg.OTel, Stdout: stdout, Logger: log}); err != nil {
+			fmt.Fprintln(stderr, "ctxflow:", err)
+			return 1
+		}
+		defer func() {
+			if err := tel.Shutdown(context.WithoutCancel(ctx)); err != nil {
+				log.Warn("telemetry shutdown", "error", err)
+			}
+		}()
+	}
 
 	switch args[0] {
 	case "dev":
-		err = runDev(ctx, cfg, log, stdout)
+		err = runDev(ctx, cfg, log, stdout, tel)
 	case "worker":
-		err = runWorker(ctx, cfg, log)
+		err = runWorker(ctx, cfg, log, tel)
 	case "api":
-		err = runAPI(ctx, cfg, log)
+		err = runAPI(ctx, cfg, log, tel)
 	case "migrate":
 		var applied []string
 		if applied, err = worker.Migrate(ctx, cfg); err == nil && len(applied) == 0 {
@@ -102,6 +121,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, m := range applied {
 			fmt.Fprintln(stdout, "transcript store: applied", m)
+		}
+	case "register":
+		var c client.Client
+		if c, err = dialExternal(ctx, cfg, log); err == nil {
+			if err = worker.RegisterSearchAttributes(ctx, c, cfg.TemporalNamespace); err == nil {
+				fmt.Fprintln(stdout, "search attributes registered in namespace", cfg.TemporalNamespace)
+			}
+			c.Close()
 		}
 	case "eval":
 		dir := filepath.Join("..", "shared", "evaldata", "mtrag")
@@ -136,7 +163,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // runDev runs the embedded stack until ctx ends.
-func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
+func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, tel *telemetry.Telemetry) error {
 	start := time.Now()
 	srv, err := devserver.Start(ctx, devserver.Options{
 		DataDir:          filepath.Join(cfg.DataDir, "temporal"),
@@ -154,15 +181,15 @@ func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.
 			log.Warn("stop embedded temporal", "error", err)
 		}
 	}()
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace(), Logger: sdkLogger(log),
-	})
+	copts := client.Options{HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace(), Logger: sdkLogger(log)}
+	tel.ClientOptions(&copts)
+	c, err := client.DialContext(ctx, copts)
 	if err != nil {
 		return fmt.Errorf("connect to embedded temporal: %w", err)
 	}
 	defer c.Close()
 
-	return serve(ctx, cfg, log, c, true, func(apiAddr string) {
+	return serve(ctx, cfg, log, c, tel, true, func(apiAddr string) {
 		fmt.Fprintf(stdout, "ctxflow dev ready in %s\n  API:         http://%s\n", time.Since(start).Round(time.Millisecond), apiAddr)
 		if u := srv.UIURL(); u != "" {
 			fmt.Fprintf(stdout, "  Temporal UI: %s\n", u)
@@ -171,49 +198,60 @@ func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.
 	})
 }
 
-func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	c, err := dialExternal(ctx, cfg, log)
+func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger, tel *telemetry.Telemetry) error {
+	c, err := dialExternal(ctx, cfg, log, tel.ClientOptions)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if cfg.MetricsAddr != "" {
+		if err := telemetry.Serve(ctx, cfg.MetricsAddr, tel.Handler(), log); err != nil {
+			return err
+		}
+	}
 	if err := worker.RegisterSearchAttributes(ctx, c, cfg.TemporalNamespace); err != nil {
 		log.Warn("search attributes not registered; sessions will fail to publish their status until they are", "error", err)
 	}
-	return serve(ctx, cfg, log, c, false, nil)
+	return serve(ctx, cfg, log, c, tel, false, nil)
 }
 
-func runAPI(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+func runAPI(ctx context.Context, cfg config.Config, log *slog.Logger, tel *telemetry.Telemetry) error {
 	if keys, err := cfg.Keys(); err != nil {
 		return err
 	} else if keys == nil && !cfg.AllowAnonymous {
 		return errors.New("no API keys: set CTXFLOW_API_KEYS or CTXFLOW_API_KEYS_FILE (ctxflow key TENANT makes a key), or CTXFLOW_ALLOW_ANONYMOUS=true to let any caller pick a tenant")
 	}
-	c, err := dialExternal(ctx, cfg, log)
+	c, err := dialExternal(ctx, cfg, log, tel.ClientOptions)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	// With the PostgreSQL transcript store, the API reads transcripts too
-	// (the messages, tree and export routes); the file store is the
-	// workers' own.
-	var transcripts api.Transcripts
+	// (the messages, tree and export routes) and hears the answers' deltas
+	// for streamed turns (LISTEN/NOTIFY); the file store is the workers'
+	// own.
+	var shared apiPorts
 	if cfg.TranscriptStore == "postgres" {
 		store, err := pgtranscript.Open(ctx, pgtranscript.Options{URL: cfg.DatabaseURL})
 		if err != nil {
 			return err
 		}
 		defer store.Close()
-		transcripts = store
+		deltas, err := broker.OpenPostgres(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer deltas.Close()
+		shared = apiPorts{transcripts: store, broker: deltas}
 	} else {
-		log.Info("transcripts are in the workers' files: the messages, tree and export routes answer 503 (CTXFLOW_TRANSCRIPT_STORE=postgres shares them)")
+		log.Info("transcripts are in the workers' files: the messages, tree and export routes answer 503, and streamed turns have no tokens (CTXFLOW_TRANSCRIPT_STORE=postgres shares both)")
 	}
-	return serveHTTP(ctx, cfg, log, c, transcripts, func(addr string) { log.Info("api listening", "addr", addr) })
+	return serveHTTP(ctx, cfg, log, c, tel, shared, func(addr string) { log.Info("api listening", "addr", addr) })
 }
 
 // dialExternal connects to the cluster named by the environment, using the
-// SDK's environment config for TLS and API keys.
-func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger) (client.Client, error) {
+// SDK's environment config for TLS and API keys; with sets more options.
+func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger, with ...func(*client.Options)) (client.Client, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, fmt.Errorf("temporal client config: %w", err)
@@ -225,6 +263,9 @@ func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger) (cli
 		opts.Namespace = cfg.TemporalNamespace
 	}
 	opts.Logger = sdkLogger(log)
+	for _, f := range with {
+		f(&opts)
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to temporal at %s: %w", opts.HostPort, err)
@@ -233,7 +274,7 @@ func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger) (cli
 }
 
 // serve runs a worker, and the API too when withAPI is set, until ctx ends.
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, withAPI bool, ready func(string)) error {
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, tel *telemetry.Telemetry, withAPI bool, ready func(string)) error {
 	ports, err := worker.BuildPorts(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -255,11 +296,18 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 		return nil
 	}
 	// One process: the API reads the transcripts the worker writes.
-	return serveHTTP(ctx, cfg, log, c, ports.Session.Transcript, ready)
+	return serveHTTP(ctx, cfg, log, c, tel, apiPorts{transcripts: ports.Session.Transcript, broker: ports.Broker}, ready)
 }
 
 // serveHTTP serves the API until ctx ends, then drains in-flight requests.
-func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, transcripts api.Transcripts, ready func(string)) error {
+// apiPorts are what the API shares with the workers when it can: the
+// transcripts and the broker of answer deltas (nil each when it cannot).
+type apiPorts struct {
+	transcripts api.Transcripts
+	broker      activities.Broker
+}
+
+func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, tel *telemetry.Telemetry, shared apiPorts, ready func(string)) error {
 	uploads, err := filepath.Abs(cfg.Uploads())
 	if err != nil {
 		return fmt.Errorf("upload directory %s: %w", cfg.Uploads(), err)
@@ -276,7 +324,8 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 	h := api.New(c, api.Options{
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
-		IngestWaitTimeout: cfg.IngestWaitTimeout, Transcripts: transcripts, Keys: keys, Logger: log.With("component", "api"),
+		IngestWaitTimeout: cfg.IngestWaitTimeout, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
+		Metrics: tel.Handler(),
 	}).Handler()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

@@ -72,6 +72,12 @@ type Config struct {
 
 	LogLevel  slog.Level
 	LogFormat string
+
+	// MetricsAddr is where `ctxflow worker` serves GET /metrics ("": it
+	// does not); the API serves /metrics on its own port.
+	MetricsAddr string
+	// OTel is the trace exporter: "stdout" or "otlp" ("" when off).
+	OTel string
 }
 
 // Var documents one environment variable.
@@ -123,6 +129,8 @@ var Vars = []Var{
 	{"CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys"},
 	{"CTXFLOW_API_KEYS_FILE", "unset", "a file of API keys, one `tenant:<sha256>` a line (`#` comments), added to `CTXFLOW_API_KEYS`"},
 	{"CTXFLOW_ALLOW_ANONYMOUS", "false", "let `ctxflow api` serve without API keys (any caller then picks a tenant with `X-Tenant-ID`); `ctxflow dev` always may, and says so"},
+	{"CTXFLOW_METRICS_ADDR", "unset", "`ctxflow worker`: address of its Prometheus `GET /metrics` listener, e.g. `:9090` (unset: none; `ctxflow dev` and `ctxflow api` serve `/metrics` on the API's port)"},
+	{"CTXFLOW_OTEL", "off", "OpenTelemetry traces, one per turn across API, workflow and activities: `off`, `stdout` (a JSON line per span) or `otlp` (gRPC to `OTEL_EXPORTER_OTLP_ENDPOINT`, default `localhost:4317`, and OpenTelemetry's other `OTEL_EXPORTER_OTLP_*` variables)"},
 	{"CTXFLOW_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"CTXFLOW_LOG_FORMAT", "text", "text or json"},
 }
@@ -158,6 +166,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		SQLDatabase:         p.str("CTXFLOW_SQL_DATABASE", "demo"),
 		ObservationMaxChars: p.int("MESSAGE_COMPRESS_MAX_LENGTH", 5000),
 		LogFormat:           p.str("CTXFLOW_LOG_FORMAT", "text"),
+		MetricsAddr:         p.str("CTXFLOW_METRICS_ADDR", ""),
 	}
 	c.UploadDir = p.str("CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/uploads")
 	c.APIKeys = p.str("CTXFLOW_API_KEYS", "")
@@ -189,6 +198,11 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_LOG_FORMAT %q: want text or json", c.LogFormat))
+	}
+	if c.OTel = p.str("CTXFLOW_OTEL", "off"); c.OTel == "off" {
+		c.OTel = ""
+	} else if c.OTel != "stdout" && c.OTel != "otlp" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OTEL %q: want off, stdout or otlp", c.OTel))
 	}
 	if c.MaxBodyBytes < 1024 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes))

@@ -1,0 +1,110 @@
+package broker_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/broker"
+	"github.com/ctxflow/ctxflow/internal/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop()
+	os.Exit(code)
+}
+
+// receive reads n deltas or fails after a deadline.
+func receive(t *testing.T, ch <-chan activities.Delta, n int) []activities.Delta {
+	t.Helper()
+	var got []activities.Delta
+	for len(got) < n {
+		select {
+		case d, ok := <-ch:
+			if !ok {
+				t.Fatalf("channel closed after %v", got)
+			}
+			got = append(got, d)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("got %v, want %d deltas", got, n)
+		}
+	}
+	return got
+}
+
+// conformance: a subscriber gets what is published on its topic after it
+// subscribed, in order, and nothing of other topics; its channel closes
+// when its context ends.
+func conformance(t *testing.T, b activities.Broker) {
+	ctx, cancel := context.WithCancel(t.Context())
+	ch, err := b.Subscribe(ctx, "acme/s1/t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("长", 5000) // 15 KB: over one notification
+	for _, d := range []struct {
+		topic string
+		delta activities.Delta
+	}{
+		{"acme/s1/t2", activities.Delta{Attempt: 1, Text: "other turn"}},
+		{"acme/s1/t1", activities.Delta{Attempt: 1, Text: "Hello"}},
+		{"acme/s1/t1", activities.Delta{Attempt: 1, Text: ", 世界"}},
+		{"acme/s1/t1", activities.Delta{Attempt: 2, Text: long}},
+	} {
+		if err := b.Publish(t.Context(), d.topic, d.delta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := receive(t, ch, 2)
+	if got[0] != (activities.Delta{Attempt: 1, Text: "Hello"}) || got[1] != (activities.Delta{Attempt: 1, Text: ", 世界"}) {
+		t.Fatalf("got %v", got)
+	}
+	var text strings.Builder
+	for text.Len() < len(long) {
+		d := receive(t, ch, 1)[0]
+		if d.Attempt != 2 {
+			t.Fatalf("delta %+v", d)
+		}
+		text.WriteString(d.Text)
+	}
+	if text.String() != long {
+		t.Fatalf("the long delta came back as %d bytes", text.Len())
+	}
+	cancel()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Fatal("a delta after the end")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the channel did not close")
+	}
+	// Publishing with nobody listening is fine.
+	if err := b.Publish(t.Context(), "acme/s1/t1", activities.Delta{Attempt: 1, Text: "late"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLocal(t *testing.T) { conformance(t, broker.NewLocal()) }
+
+func TestPostgres(t *testing.T) {
+	b, err := broker.OpenPostgres(t.Context(), pgtest.Database(t)+"&pool_max_conns=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	conformance(t, b)
+	// A subscription gives its connection back when it ends: many in a row
+	// do not exhaust the pool (4 connections here).
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		if _, err := b.Subscribe(ctx, "acme/s1/t1"); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,220 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+// Streaming turns (server-sent events). POST .../turns with Accept:
+// text/event-stream queues the turn and streams it: `accepted`, then each
+// `step` as it starts (status "running") and as it ends, the answer's
+// `token`s as the model writes them, and at the end `pause` (a paused
+// task), `error` (a failed turn) and `final` (the whole turn result). The
+// steps and the end come from the session (its turn query); the tokens
+// from the broker. Step and end events have ids, derived from the turn's
+// steps, so GET .../turns/{turnId}/events with Last-Event-ID resumes a
+// dropped stream where it was; tokens have none (the final event carries
+// the whole answer), and a token with "reset" starts the answer again (a
+// retried model call).
+
+// pollEvery is how often a stream reads its turn's progress.
+const pollEvery = 100 * time.Millisecond
+
+// wantsStream reports a request for server-sent events.
+func wantsStream(c *gin.Context) bool {
+	return strings.Contains(c.GetHeader("Accept"), "text/event-stream")
+}
+
+// sse writes server-sent events.
+type sse struct{ c *gin.Context }
+
+func startSSE(c *gin.Context) sse {
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	c.Writer.Flush()
+	return sse{c}
+}
+
+// send writes one event (id "" for none) and flushes it.
+func (w sse) send(event, id string, data any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		b, _ = json.Marshal(gin.H{"error": gin.H{"code": activities.CodeInternal, "message": err.Error()}})
+		event = "error"
+	}
+	if id != "" {
+		fmt.Fprintf(w.c.Writer, "id: %s\n", id)
+	}
+	fmt.Fprintf(w.c.Writer, "event: %s\ndata: %s\n\n", event, b)
+	w.c.Writer.Flush()
+}
+
+// streamTurn sends a turn and streams it.
+func (s *Server) streamTurn(c *gin.Context, ref sessionRef, req workflows.TurnRequest) {
+	if req.TurnID == "" {
+		req.TurnID = newID("turn")
+	}
+	if err := workflows.ValidateTurn(req, s.opts.Defaults); err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	in, err := s.sessionInput(ref, "", s.opts.Defaults)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	// Listen before the turn is queued: no delta can come before it.
+	deltas := s.subscribe(c, ref, req.TurnID)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), submitWait)
+	res, err := s.sendTurn(ctx, ref, workflows.UpdateSubmit, req, s.startOptions(ref, "", s.opts.Defaults), in)
+	cancel()
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	w := startSSE(c)
+	w.send("accepted", "0", gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": res.Status})
+	s.follow(c, ref, req.TurnID, w, deltas, 0)
+}
+
+// turnEvents answers GET /v1/sessions/{id}/turns/{turnId}/events: the
+// stream of a turn, after the event named by Last-Event-ID.
+func (s *Server) turnEvents(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	turnID := c.Param("turnId")
+	if err := workflows.ValidateID("turnId", turnID); err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	after := 0
+	if last := c.GetHeader("Last-Event-ID"); last != "" {
+		if after, err = strconv.Atoi(last); err != nil || after < 0 {
+			writeError(c, errInvalid("Last-Event-ID %q: want an event id of this stream", clipRunes(last, 20)))
+			return
+		}
+	}
+	deltas := s.subscribe(c, ref, turnID)
+	var res workflows.TurnResult
+	if err := s.query(c.Request.Context(), ref, workflows.QueryTurn, &res, turnID); err != nil {
+		writeError(c, err)
+		return
+	}
+	s.follow(c, ref, turnID, startSSE(c), deltas, after)
+}
+
+// subscribe listens to a turn's deltas (nil without a broker, or if it
+// fails: the stream then has no tokens, and says why in the log).
+func (s *Server) subscribe(c *gin.Context, ref sessionRef, turnID string) <-chan activities.Delta {
+	if s.opts.Broker == nil {
+		return nil
+	}
+	ch, err := s.opts.Broker.Subscribe(c.Request.Context(), activities.TurnTopic(ref.key(), turnID))
+	if err != nil {
+		s.log.Warn("stream without tokens", "session", ref.id, "turn", turnID, "error", err, "requestId", c.GetString("requestID"))
+		return nil
+	}
+	return ch
+}
+
+// follow streams a turn until it is done, skipping the events whose ids
+// are at most after.
+func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, deltas <-chan activities.Delta, after int) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
+	defer cancel()
+	emit := func(event string, id int, data any) {
+		if id > after {
+			w.send(event, strconv.Itoa(id), data)
+		}
+	}
+	sent, running, attempt, failures := 0, "", 0, 0
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if c.Request.Context().Err() == nil {
+				w.send("error", "", gin.H{"error": gin.H{"code": activities.CodeUnavailable,
+					"message": fmt.Sprintf("turn %s is still running: follow it at GET /v1/sessions/%s/turns/%s", turnID, ref.id, turnID)}})
+			}
+			return
+		case d, ok := <-deltas:
+			if !ok {
+				deltas = nil
+				continue
+			}
+			data := gin.H{"text": d.Text}
+			if d.Attempt != attempt {
+				if attempt != 0 {
+					data["reset"] = true
+				}
+				attempt = d.Attempt
+			}
+			w.send("token", "", data)
+		case <-tick.C:
+			var res workflows.TurnResult
+			if err := s.query(ctx, ref, workflows.QueryTurn, &res, turnID); err != nil {
+				var ae *apiError
+				if failures++; (errors.As(err, &ae) && ae.code == activities.CodeNotFound) || failures > 50 {
+					w.send("error", "", gin.H{"error": gin.H{"code": codeOf(err), "message": err.Error()}})
+					return
+				}
+				continue
+			}
+			failures = 0
+			// Step i has id 2i+1 when it starts and 2i+2 when it ends.
+			for ; sent < len(res.Steps); sent++ {
+				emit("step", 2*sent+2, res.Steps[sent])
+			}
+			if res.RunningStep != "" && res.RunningStep != running {
+				emit("step", 2*sent+1, gin.H{"name": res.RunningStep, "status": "running"})
+			}
+			running = res.RunningStep
+			if !res.Done() {
+				continue
+			}
+			end := 2*sent + 1
+			if res.Type == workflows.TypePause {
+				emit("pause", end, res)
+			}
+			if res.Status != workflows.TurnCompleted {
+				emit("error", end+1, gin.H{"error": gin.H{"code": cmpOr(res.ErrorCode, activities.CodeUnavailable), "message": res.Error}})
+			}
+			emit("final", end+2, res)
+			return
+		}
+	}
+}
+
+// codeOf is an API error's code (internal for others).
+func codeOf(err error) string {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.code
+	}
+	return activities.CodeInternal
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,158 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/broker"
+	"github.com/ctxflow/ctxflow/api"
+	"github.com/ctxflow/ctxflow/workflows"
+)
+
+type event struct{ id, name, data string }
+
+// events parses a server-sent event stream.
+func events(t *testing.T, body string) []event {
+	t.Helper()
+	var out []event
+	var e event
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if e.name != "" {
+				out = append(out, e)
+			}
+			e = event{}
+		case strings.HasPrefix(line, "id: "):
+			e.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			e.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			e.data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	return out
+}
+
+// scriptedTurn is a turn seen by successive turn queries: queued, in its
+// steps (the answer streamed while it generates), then done.
+func scriptedTurn(t *testing.T, f *fakeClient, b activities.Broker) {
+	step := func(n string) workflows.Step { return workflows.Step{Name: n, Status: "ok", DurationMS: 3} }
+	script := []workflows.TurnResult{
+		{TurnID: "t1", Status: workflows.TurnQueued},
+		{TurnID: "t1", Status: workflows.TurnRunning, RunningStep: "load_context"},
+		{TurnID: "t1", Status: workflows.TurnRunning, RunningStep: "generate", Steps: []workflows.Step{step("load_context")}},
+		{TurnID: "t1", Status: workflows.TurnRunning, RunningStep: "save", Steps: []workflows.Step{step("load_context"), step("generate")}},
+		{TurnID: "t1", Status: workflows.TurnCompleted, Answer: "你好, world", Steps: []workflows.Step{step("load_context"), step("generate"), step("save")}},
+	}
+	var mu sync.Mutex
+	n := 0
+	f.QueryWorkflowFn = func(ctx context.Context, _, _, queryType string, _ ...any) (converter.EncodedValue, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if queryType != workflows.QueryTurn {
+			t.Errorf("query %s", queryType)
+		}
+		r := script[min(n, len(script)-1)]
+		if n == 2 { // the model writes, twice: a retry starts again
+			topic := activities.TurnTopic(activities.SessionKey{Tenant: "default", SessionID: "s1"}, "t1")
+			for _, d := range []activities.Delta{{Attempt: 1, Text: "你"}, {Attempt: 2, Text: "你好"}, {Attempt: 2, Text: ", world"}} {
+				_ = b.Publish(ctx, topic, d)
+			}
+		}
+		n++
+		return encode(t, r), nil
+	}
+}
+
+func TestStreamTurn(t *testing.T) {
+	f := newFake(t)
+	b := broker.NewLocal()
+	scriptedTurn(t, f, b)
+	recordUpdate(t, f, submitted(t))
+	opts := options()
+	opts.Broker = b
+	h := api.New(f, opts).Handler()
+
+	w := do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"你好","turnId":"t1"}`, "Accept", "text/event-stream")
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream = %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	var got []string
+	var tokens strings.Builder
+	evs := events(t, w.Body.String())
+	for _, e := range evs {
+		got = append(got, e.id+":"+e.name)
+		if e.name == "token" {
+			var d struct {
+				Text  string
+				Reset bool
+			}
+			_ = json.Unmarshal([]byte(e.data), &d)
+			if d.Reset {
+				tokens.Reset()
+			}
+			tokens.WriteString(d.Text)
+		}
+	}
+	want := "0:accepted 1:step 2:step 3:step :token :token :token 4:step 5:step 6:step 9:final"
+	if strings.Join(got, " ") != want {
+		t.Errorf("events\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	if tokens.String() != "你好, world" {
+		t.Errorf("tokens make %q", tokens.String())
+	}
+	var final workflows.TurnResult
+	if err := json.Unmarshal([]byte(evs[len(evs)-1].data), &final); err != nil || final.Answer != "你好, world" || len(final.Steps) != 3 {
+		t.Errorf("final %+v %v", final, err)
+	}
+
+	// Resuming after event 4 sends what came after it, once the turn is
+	// done: the last step and the final result.
+	w = do(h, http.MethodGet, "/v1/sessions/s1/turns/t1/events", "", "Last-Event-ID", "4")
+	got = nil
+	for _, e := range events(t, w.Body.String()) {
+		got = append(got, e.id+":"+e.name)
+	}
+	if strings.Join(got, " ") != "6:step 9:final" {
+		t.Errorf("resumed events: %v", got)
+	}
+	wantError(t, do(h, http.MethodGet, "/v1/sessions/s1/turns/t1/events", "", "Last-Event-ID", "x"), http.StatusBadRequest, "invalid_argument")
+}
+
+// A turn that fails streams an error before its final result; a turn the
+// session refuses is a plain JSON error, before any stream.
+func TestStreamTurnErrors(t *testing.T) {
+	f := newFake(t)
+	f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+		return encode(t, workflows.TurnResult{TurnID: "t1", Status: workflows.TurnFailed, ErrorCode: activities.CodeUnavailable, Error: "model unavailable",
+			Steps: []workflows.Step{{Name: "load_context", Status: "ok"}, {Name: "generate", Status: "failed"}}}), nil
+	}
+	recordUpdate(t, f, submitted(t))
+	h := server(f)
+	var got []string
+	for _, e := range events(t, do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"hi","turnId":"t1"}`, "Accept", "text/event-stream").Body.String()) {
+		got = append(got, e.id+":"+e.name)
+	}
+	if strings.Join(got, " ") != "0:accepted 2:step 4:step 6:error 7:final" {
+		t.Errorf("events %v", got)
+	}
+	f2 := newFake(t)
+	recordUpdate(t, f2, func(client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		return nil, temporal.NewNonRetryableApplicationError("turn id reused", activities.CodeConflict, nil)
+	})
+	wantError(t, do(server(f2), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"hi"}`, "Accept", "text/event-stream"), http.StatusConflict, "conflict")
+	wantError(t, do(server(f2), http.MethodPost, "/v1/sessions/s1/turns", `{"question":""}`, "Accept", "text/event-stream"), http.StatusBadRequest, "invalid_argument")
+}
