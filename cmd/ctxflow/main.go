@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -191,8 +192,12 @@ func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.
 
 	return serve(ctx, cfg, log, c, tel, true, func(apiAddr string) {
 		fmt.Fprintf(stdout, "ctxflow dev ready in %s\n  API:         http://%s\n", time.Since(start).Round(time.Millisecond), apiAddr)
+		web := "http://" + apiAddr + "/"
 		if u := srv.UIURL(); u != "" {
-			fmt.Fprintf(stdout, "  Temporal UI: %s\n", u)
+			web += "?temporalUI=" + url.QueryEscape(u) // the page's links to sessions' workflows
+			fmt.Fprintf(stdout, "  Web:         %s\n  Temporal UI: %s\n", web, u)
+		} else {
+			fmt.Fprintf(stdout, "  Web:         %s\n", web)
 		}
 		fmt.Fprintf(stdout, "  Temporal:    %s (namespace %s)\n  Data:        %s\n", srv.FrontendHostPort(), srv.Namespace(), cfg.DataDir)
 	})
