@@ -13,7 +13,7 @@ FUZZ_IMPORT ?= 3000x
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /internal/eval -e /convo)
 
-.PHONY: all build run test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench eval clean
+.PHONY: record-histories all build run test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench eval clean
 
 all: lint test
 
@@ -67,7 +67,12 @@ depcheck:
 sizecheck:
 	./scripts/sizecheck.sh
 
-## bench: benchmarks of the context engine, tokenizer and turn pipeline.
+## # record-histories re-records the workflow histories the replay test replays
+# (tests/testdata): only on purpose, when running workflows may change.
+record-histories:
+	CTXFLOW_RECORD_HISTORY=1 $(GO) test -count=1 -run '^TestRecord' ./tests/
+
+bench: benchmarks of the context engine, tokenizer and turn pipeline.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 

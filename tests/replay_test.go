@@ -35,6 +35,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 			r.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
 			r.RegisterWorkflowWithOptions(workflows.TaskWorkflow, workflow.RegisterOptions{Name: workflows.TaskWorkflowName})
+			r.RegisterWorkflowWithOptions(workflows.IngestWorkflow, workflow.RegisterOptions{Name: workflows.IngestWorkflowName})
+			r.RegisterWorkflowWithOptions(workflows.DeleteDocumentWorkflow, workflow.RegisterOptions{Name: workflows.DeleteDocumentWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
@@ -141,6 +143,41 @@ func TestRecordTaskHistory(t *testing.T) {
 	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "agent")
 	writeHistory(t, ctx, s, wid, "", "testdata/task_session.json")
 	writeHistory(t, ctx, s, workflows.TaskWorkflowID(workflows.DefaultTenant, "agent", "k"), "", "testdata/task_workflow.json")
+}
+
+// TestRecordDocumentHistories records a document's ingestion (in
+// batches) and its deletion. Same switch as TestRecordHistory.
+func TestRecordDocumentHistories(t *testing.T) {
+	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
+		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
+	}
+	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
+	s.startWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(s.dataDir, "corpus.jsonl")
+	if err := os.WriteFile(path, syntheticPassages(6), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wid := workflows.IngestWorkflowID("corpus")
+	run, err := s.client.ExecuteWorkflow(ctx, workflows.DocumentStartOptions("corpus", "Ingest corpus", ""), workflows.IngestWorkflowName,
+		workflows.IngestInput{DocumentID: "corpus", Path: path, BatchSize: 8, Source: "corpus.jsonl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	writeHistory(t, ctx, s, wid, run.GetRunID(), "testdata/ingest.json")
+	del, err := s.client.ExecuteWorkflow(ctx, workflows.DocumentStartOptions("corpus", "Delete corpus", ""), workflows.DeleteDocumentWorkflowName,
+		workflows.DeleteDocumentInput{DocumentID: "corpus"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := del.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	writeHistory(t, ctx, s, wid, del.GetRunID(), "testdata/delete_document.json")
 }
 
 func writeHistory(t *testing.T, ctx context.Context, s *stack, wid, runID, path string) {
