@@ -7,6 +7,7 @@
 //	ctxflow eval    measure retrieval recall on ../shared/evaldata/mtrag
 //	ctxflow migrate apply the transcript store's schema migrations to $DATABASE_URL
 //	ctxflow register add the session search attributes to the cluster's namespace
+//	ctxflow chat    a terminal chat with a running API
 //
 // Configuration comes from environment variables; see the README.
 package main
@@ -70,6 +71,11 @@ commands:
   register add the session search attributes to $TEMPORAL_NAMESPACE at
            $TEMPORAL_ADDRESS and exit (workers also do it at start-up, when
            their credentials may)
+  chat [--api URL] [--key KEY] [--session ID] [--max-steps N]
+           a terminal chat with the API at $CTXFLOW_API_URL (default
+           http://localhost:8080; key $CTXFLOW_API_KEY) in a session (default
+           a new one): answers streamed, /task, /continue, /steps, /branch,
+           /tree, /session; /help lists them
   key TENANT
            make an API key for a tenant: prints the key (give it to the
            client) and the line for CTXFLOW_API_KEYS(_FILE), its hash
@@ -82,7 +88,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && len(args) != 1) {
+	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "chat" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -143,6 +149,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			err = runIngest(ctx, c, args[1:], stdout, stderr)
 			c.Close()
 		}
+	case "chat":
+		err = runChat(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "key":
 		if len(args) != 2 {
 			fmt.Fprint(stderr, usage)
