@@ -146,17 +146,17 @@ func TestChatTerminal(t *testing.T) {
 	}
 
 	term.expect(t, "ctxflow chat: session term at "+api.base+" (/help for commands)\na new session\nterm> ", 10*time.Second)
-	typeLine("What is ctxflow?")
+	typeLine("What is Temporal?")
 	term.expect(t, "(offline engine)", 30*time.Second)
-	if got := term.expect(t, "\n  steps: load_context ", 10*time.Second); !strings.Contains(got, "What is ctxflow") {
+	if got := term.expect(t, "\n  steps: load_context ", 10*time.Second); !strings.Contains(got, "What is Temporal") {
 		t.Errorf("answer %q", got)
 	}
 	if got := term.expect(t, "\nterm> ", 10*time.Second); !strings.Contains(got, "→ generate ") || !strings.HasSuffix(got, "in all, offline)") {
 		t.Errorf("steps line %q", got)
 	}
 	typeLine("它多少钱？")
-	if got := term.expect(t, "\n  steps: ", 30*time.Second); !strings.HasPrefix(got, "（离线引擎）") || !strings.Contains(got, "ctxflow多少钱") {
-		t.Errorf("the Chinese follow-up's answer %q: want the offline engine's, about ctxflow", got)
+	if got := term.expect(t, "\n  steps: ", 30*time.Second); !strings.HasPrefix(got, "（离线引擎）") || !strings.Contains(got, "Temporal多少钱") {
+		t.Errorf("the Chinese follow-up's answer %q: want the offline engine's, about Temporal", got)
 	}
 	term.expect(t, "\nterm> ", 10*time.Second)
 	typeLine("/branch nope")
@@ -177,7 +177,7 @@ func TestChatTerminal(t *testing.T) {
 	term.expect(t, "\n  task            ok ", 10*time.Second)
 	term.expect(t, "\nterm> ", 10*time.Second)
 	typeLine("/tree")
-	term.expect(t, " user: What is ctxflow?\n", 10*time.Second)
+	term.expect(t, " user: What is Temporal?\n", 10*time.Second)
 	term.expect(t, " user: 它多少钱？\n", 10*time.Second)
 	term.expect(t, "  ← active\nterm> ", 10*time.Second)
 	typeLine("/session")
