@@ -36,6 +36,9 @@ const (
 	// CodeUnauthenticated: the request has no API key, or one the API
 	// does not know.
 	CodeUnauthenticated = "unauthenticated"
+	// CodeOverloaded: the API has as many requests in flight as it takes
+	// (CTXFLOW_API_MAX_INFLIGHT); the answer says when to try again.
+	CodeOverloaded = "overloaded"
 	// CodeInternal: a bug.
 	CodeInternal = "internal"
 )

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1261,5 +1262,52 @@ func TestAPIKeys(t *testing.T) {
 	}
 	if w := do(h, http.MethodGet, "/healthz", ""); w.Code != http.StatusOK {
 		t.Errorf("/healthz without a key = %d", w.Code)
+	}
+}
+
+// TestBackpressure: with MaxInFlight 2 and two turns waiting on Temporal,
+// a third request is answered 429 overloaded with Retry-After at once and
+// costs Temporal nothing; once the two end, requests are served again.
+func TestBackpressure(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	var calls atomic.Int64
+	recordUpdate(t, f, func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		if calls.Add(1) <= 2 {
+			entered <- struct{}{}
+			<-release
+		}
+		req := opts.UpdateOptions.Args[0].(workflows.TurnRequest)
+		return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, workflows.TurnResult{TurnID: req.TurnID, Status: workflows.TurnCompleted, Answer: "ok"})}, nil
+	})
+	opts := options()
+	opts.MaxInFlight = 2
+	h := api.New(f, opts).Handler()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if w := do(h, http.MethodPost, "/v1/sessions/s1/turns?wait=true", fmt.Sprintf(`{"question":"hi","turnId":"t-%d"}`, i)); w.Code != http.StatusOK {
+				t.Errorf("turn %d: %d %s", i, w.Code, w.Body)
+			}
+		})
+	}
+	<-entered
+	<-entered
+	w := do(h, http.MethodGet, "/v1/sessions/s1", "")
+	wantError(t, w, http.StatusTooManyRequests, "overloaded")
+	if got := w.Header().Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+	if w := do(h, http.MethodGet, "/healthz", ""); w.Code != http.StatusOK {
+		t.Errorf("/healthz under load: %d (only /v1 is bounded)", w.Code)
+	}
+	close(release)
+	wg.Wait()
+	if w := do(h, http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"hi","turnId":"t-3"}`); w.Code != http.StatusOK {
+		t.Errorf("after the load: %d %s", w.Code, w.Body)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("%d update-with-start calls, want 3 (the refused request must not reach Temporal)", n)
 	}
 }

@@ -44,6 +44,7 @@ var answers = map[string]answer{
 	activities.CodeDimensionMismatch: {http.StatusInternalServerError, "retrying does not help: an operator must configure an embedding model of the collection's dimension, or a new collection"},
 	activities.CodeDocumentChanged:   {http.StatusConflict, "upload the document again"},
 	activities.CodeUnauthenticated:   {http.StatusUnauthorized, "send an API key: Authorization: Bearer <key>"},
+	activities.CodeOverloaded:        {http.StatusTooManyRequests, "slow down: try again after Retry-After seconds"},
 	activities.CodeInternal:          {http.StatusInternalServerError, "report it with the request id"},
 }
 
@@ -130,6 +131,9 @@ func writeError(c *gin.Context, err error) {
 	body := gin.H{"error": gin.H{"code": ae.code, "message": ae.msg, "requestId": c.GetString("requestID")}}
 	for k, v := range ae.extra {
 		body[k] = v
+	}
+	if ae.code == activities.CodeOverloaded {
+		c.Header("Retry-After", "1")
 	}
 	c.AbortWithStatusJSON(ae.status, body)
 }

@@ -113,7 +113,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	if got := slices.Sorted(slices.Values(raw.Components.Schemas["ErrorCode"].Enum)); !slices.Equal(got, all) {
 		t.Errorf("ErrorCode enum = %v, want the codes of api/errors.go %v", got, all)
 	}
-	component := map[int]string{400: "BadRequest", 401: "Unauthorized", 404: "NotFound", 409: "Conflict", 413: "TooLarge", 500: "Internal", 503: "Unavailable"}
+	component := map[int]string{400: "BadRequest", 401: "Unauthorized", 404: "NotFound", 409: "Conflict", 413: "TooLarge", 429: "Overloaded", 500: "Internal", 503: "Unavailable"}
 	for status, codes := range byStatus {
 		name, ok := component[status]
 		if !ok {

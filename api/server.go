@@ -28,6 +28,11 @@ type Options struct {
 	Defaults workflows.SessionConfig
 	// Limits are passed to every session the API starts.
 	Limits workflows.Limits
+	// MaxInFlight bounds the /v1 requests served at once (default 512):
+	// one more is answered 429 with Retry-After, before it costs Temporal
+	// anything. Streams and `?wait=true` requests hold their place until
+	// they end.
+	MaxInFlight int
 	// MaxBodyBytes bounds request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// TurnWaitTimeout bounds a `?wait=true` turn (default 5 minutes).
@@ -76,15 +81,19 @@ type Transcripts interface {
 
 // Server serves the HTTP API.
 type Server struct {
-	c    client.Client
-	opts Options
-	log  *slog.Logger
+	c        client.Client
+	opts     Options
+	log      *slog.Logger
+	inFlight chan struct{} // a place for each /v1 request being served
 }
 
 // New returns an API server that talks to Temporal through c.
 func New(c client.Client, opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 512
 	}
 	if opts.TurnWaitTimeout <= 0 {
 		opts.TurnWaitTimeout = 5 * time.Minute
@@ -101,7 +110,7 @@ func New(c client.Client, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Server{c: c, opts: opts, log: opts.Logger}
+	return &Server{c: c, opts: opts, log: opts.Logger, inFlight: make(chan struct{}, opts.MaxInFlight)}
 }
 
 // Handler returns the router.
@@ -125,7 +134,7 @@ func (s *Server) Handler() http.Handler {
 	s.webRoutes(r)
 	s.seedRoutes(r)
 
-	v1 := r.Group("/v1", s.authenticate)
+	v1 := r.Group("/v1", s.admit, s.authenticate)
 	s.openAPIRoutes(v1)
 	v1.POST("/sessions", s.createSession)
 	v1.GET("/sessions", s.listSessions)
@@ -198,6 +207,19 @@ func (s *Server) recoverJSON(c *gin.Context) {
 		}
 	}()
 	c.Next()
+}
+
+// admit serves a request if fewer than MaxInFlight are being served, and
+// answers 429 (overloaded, Retry-After: 1) otherwise: under a flood the
+// API sheds load at once rather than letting every request time out.
+func (s *Server) admit(c *gin.Context) {
+	select {
+	case s.inFlight <- struct{}{}:
+		defer func() { <-s.inFlight }()
+		c.Next()
+	default:
+		writeError(c, errCode(activities.CodeOverloaded, "%d requests in flight, the most this API serves at once", cap(s.inFlight)))
+	}
 }
 
 // limitBody bounds request bodies: uploads by MaxUploadBytes, the rest by

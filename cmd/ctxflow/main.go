@@ -337,7 +337,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 	h := api.New(c, api.Options{
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
-		IngestWaitTimeout: cfg.IngestWaitTimeout, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
+		IngestWaitTimeout: cfg.IngestWaitTimeout, MaxInFlight: cfg.MaxInFlight, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
 		Metrics: tel.Handler(),
 	}).Handler()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

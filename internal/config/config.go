@@ -29,6 +29,7 @@ type Config struct {
 	TemporalPort    int
 	DataDir         string
 	MaxBodyBytes    int64
+	MaxInFlight     int
 	ShutdownTimeout time.Duration
 	TurnWaitTimeout time.Duration
 	// UploadDir holds documents uploaded through the API, which the workers
@@ -95,6 +96,7 @@ var Vars = []Var{
 	{"CTXFLOW_TEMPORAL_PORT", "7233", "`ctxflow dev`: port of the embedded Temporal frontend (0 picks a free one)"},
 	{"CTXFLOW_DATA_DIR", "./data", "`ctxflow dev` and the worker: Temporal's SQLite file and the transcripts"},
 	{"CTXFLOW_MAX_BODY_BYTES", "1048576", "largest HTTP request body accepted"},
+	{"CTXFLOW_API_MAX_INFLIGHT", "512", "most `/v1` requests the API serves at once (streams and `?wait=true` turns included); one more is answered 429 `overloaded` with `Retry-After: 1`"},
 	{"CTXFLOW_SHUTDOWN_TIMEOUT", "15s", "grace period for in-flight requests and activities on SIGINT/SIGTERM"},
 	{"CTXFLOW_TURN_WAIT_TIMEOUT", "5m", "longest a `?wait=true` turn request waits for its answer"},
 	{"CTXFLOW_UPLOAD_DIR", "$CTXFLOW_DATA_DIR/uploads", "`POST /v1/documents` stores uploads here and the workers read them by the same absolute path: with separate api and worker processes, mount one shared volume at this path in both"},
@@ -148,6 +150,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		TemporalPort:        p.int("CTXFLOW_TEMPORAL_PORT", 7233),
 		DataDir:             p.str("CTXFLOW_DATA_DIR", "./data"),
 		MaxBodyBytes:        int64(p.int("CTXFLOW_MAX_BODY_BYTES", 1<<20)),
+		MaxInFlight:         p.int("CTXFLOW_API_MAX_INFLIGHT", 512),
 		ShutdownTimeout:     p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
 		TurnWaitTimeout:     p.dur("CTXFLOW_TURN_WAIT_TIMEOUT", 5*time.Minute),
 		MaxUploadBytes:      int64(p.int("CTXFLOW_MAX_UPLOAD_BYTES", 32<<20)),
@@ -203,6 +206,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		c.OTel = ""
 	} else if c.OTel != "stdout" && c.OTel != "otlp" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OTEL %q: want off, stdout or otlp", c.OTel))
+	}
+	if c.MaxInFlight < 1 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_API_MAX_INFLIGHT %d: want at least 1", c.MaxInFlight))
 	}
 	if c.MaxBodyBytes < 1024 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes))
