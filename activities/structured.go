@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/ctxflow/ctxflow/convo"
@@ -113,8 +114,10 @@ func chatJSON(ctx context.Context, m ChatModel, model, system, user string, sche
 }
 
 // decodeJSONAnswer extracts the JSON of answer into out (unknown fields
-// refused, so a wrong shape is caught) and checks it.
+// refused, so a wrong shape is caught) and checks it. out is zeroed first:
+// nothing of an earlier answer, refused or decoded half-way, stays in it.
 func decodeJSONAnswer(answer string, out any, check func() error) error {
+	reflect.ValueOf(out).Elem().SetZero()
 	raw, err := convo.ExtractJSON(answer)
 	if err != nil {
 		return err
