@@ -9,11 +9,19 @@ RAPID_CHECKS ?= 200
 FUZZ_JSONL  ?= 100000x
 FUZZ_TOKENS ?= 3000x
 FUZZ_IMPORT ?= 3000x
+FUZZ_DECODE    ?= 5000x
+FUZZ_REPAIR    ?= 20000x
+FUZZ_ROUNDTRIP ?= 25000x
+FUZZ_TOOLARGS  ?= 3000x
+FUZZ_RUNSQL    ?= 3000x
+# Minimising a new input counts outside -fuzztime, and by default it may
+# take up to 60 s for each one; a count keeps the run bounded.
+FUZZ_MINIMIZE  ?= 100x
 # Packages that run with the race detector (fast, no embedded server); convo
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /internal/eval -e /convo)
 
-.PHONY: record-histories all build run test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench eval clean
+.PHONY: record-histories all build run test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench reliability eval clean
 
 all: lint test
 
@@ -43,9 +51,14 @@ convo-test:
 
 # A short bounded fuzz run in CI; the seed corpora live in testdata/fuzz.
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJSONL$$' -fuzztime=$(FUZZ_JSONL) ./convo/
-	$(GO) test -run='^$$' -fuzz='^FuzzCountMatchesReference$$' -fuzztime=$(FUZZ_TOKENS) ./activities/tiktoken/
-	$(GO) test -run='^$$' -fuzz='^FuzzImport$$' -fuzztime=$(FUZZ_IMPORT) ./api/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJSONL$$' -fuzztime=$(FUZZ_JSONL) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./convo/
+	$(GO) test -run='^$$' -fuzz='^FuzzCountMatchesReference$$' -fuzztime=$(FUZZ_TOKENS) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./activities/tiktoken/
+	$(GO) test -run='^$$' -fuzz='^FuzzImport$$' -fuzztime=$(FUZZ_IMPORT) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./api/
+	$(GO) test -run='^$$' -fuzz='^FuzzRequestDecoding$$' -fuzztime=$(FUZZ_DECODE) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./api/
+	$(GO) test -run='^$$' -fuzz='^FuzzExtractJSON$$' -fuzztime=$(FUZZ_REPAIR) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./activities/
+	$(GO) test -run='^$$' -fuzz='^FuzzExtractJSONRoundTrip$$' -fuzztime=$(FUZZ_ROUNDTRIP) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./activities/
+	$(GO) test -run='^$$' -fuzz='^FuzzToolArgs$$' -fuzztime=$(FUZZ_TOOLARGS) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./activities/sqltools/
+	$(GO) test -run='^$$' -fuzz='^FuzzRunSQL$$' -fuzztime=$(FUZZ_RUNSQL) -fuzzminimizetime=$(FUZZ_MINIMIZE) ./activities/sqltools/
 
 # The embedded Temporal server (and the eval over 1,488 passages) is too slow
 # under -race for the time budget.
@@ -72,9 +85,57 @@ sizecheck:
 record-histories:
 	CTXFLOW_RECORD_HISTORY=1 $(GO) test -count=1 -run '^TestRecord' ./tests/
 
-bench: benchmarks of the context engine, tokenizer and turn pipeline.
+## bench: ctxflow's figures and the peer's (LangGraph.js with its SQLite
+## checkpointer, scripts/peer.sh) measured side by side in one run, printed as
+## one table with the targets of issue 15 and written to bench/results.json.
+## BENCH_SHORT=1 is the smoke run CI does (no thresholds; bench/out/ only).
+BENCH_SHORT ?=
+ifeq ($(BENCH_SHORT),1)
+BENCH_TURNS ?= 20x
+BENCH_SLOW ?= 3x
+BENCH_THROUGHPUT ?= 60x
+BENCH_REF ?= 10x
+BENCH_HISTORY ?= 100
+BENCH_CHUNKS ?= 2000 10000
+BENCH_PEER ?= --short
+BENCH_JSON ?= bench/out/results.json
+else
+BENCH_TURNS ?= 300x
+BENCH_SLOW ?= 10x
+BENCH_THROUGHPUT ?= 1000x
+BENCH_REF ?= 30x
+BENCH_HISTORY ?= 1000
+BENCH_CHUNKS ?= 10000 100000
+BENCH_PEER ?=
+BENCH_JSON ?= bench/results.json
+endif
+BENCH_GO = $(GO) test -run='^$$' -timeout=30m
+
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	@mkdir -p bench/out
+	./scripts/peer.sh $(BENCH_PEER) >bench/out/peer.json
+	{ $(BENCH_GO) -bench='^Benchmark(Turn|TurnPipeline|QATurn)$$' -benchtime=$(BENCH_TURNS) ./tests/ && \
+	  $(BENCH_GO) -bench='^BenchmarkTurnSlowModel$$' -benchtime=$(BENCH_SLOW) ./tests/ && \
+	  $(BENCH_GO) -bench='^BenchmarkThroughput$$' -benchtime=$(BENCH_THROUGHPUT) ./tests/ && \
+	  CTXFLOW_BENCH_HISTORY_TURNS=$(BENCH_HISTORY) $(BENCH_GO) -bench='^BenchmarkHistory$$' -benchtime=1x ./tests/ && \
+	  $(BENCH_GO) -bench='^BenchmarkFourActivityWorkflow$$' -benchtime=$(BENCH_REF) ./internal/devserver/ && \
+	  $(BENCH_GO) -bench='^BenchmarkAssemble$$' ./convo/ && \
+	  $(BENCH_GO) -bench='^BenchmarkIngest$$' -benchtime=2x ./activities/ && \
+	  for n in $(BENCH_CHUNKS); do \
+	    CTXFLOW_BENCH_CHUNKS=$$n $(BENCH_GO) -bench='^BenchmarkSearch$$' -benchtime=200x ./activities/vecstore/ >bench/out/search.txt || exit 1; \
+	    sed "s|^BenchmarkSearch|BenchmarkSearch/chunks=$$n|" bench/out/search.txt; \
+	  done; } >bench/out/bench.txt 2>&1 || { tail -40 bench/out/bench.txt; exit 1; }
+	$(GO) run ./bench/report -peer bench/out/peer.json -json $(BENCH_JSON) <bench/out/bench.txt
+
+## reliability: the fault suite at full size — 100 worker kills (SIGKILL) over
+## 20 sessions, the embedded server restarted mid-turn, the model server and
+## the PostgreSQL store down, 200 clients for 60 s — printing its counts
+## (`make test` runs it bounded: 10 kills, 10 s of load). Log: bench/out/.
+reliability:
+	@mkdir -p bench/out
+	CTXFLOW_RELIABILITY_KILLS=100 CTXFLOW_RELIABILITY_LOAD=60s $(GO) test -count=1 -timeout=30m -v -run='^TestReliability' ./tests/ >bench/out/reliability.log 2>&1 || \
+		{ grep -E 'reliability_test.go|^(--- |ok|FAIL)' bench/out/reliability.log; exit 1; }
+	@grep -E 'reliability_test.go|^(--- |ok|FAIL)' bench/out/reliability.log
 
 ## eval: retrieval recall@5 (dense, keyword, hybrid) and the corrective
 ## loop's judges on the mtrag dev set, through the qa turn's retrieval.

@@ -4,6 +4,7 @@
 # trusting local connections, without fsync.
 #
 #   scripts/postgres.sh start DIR   initialise DIR (once), start, print the URL
+#                                   (a restart keeps the port of the first start)
 #   scripts/postgres.sh stop DIR    stop the server of DIR
 set -euo pipefail
 cmd=${1:?usage: postgres.sh start|stop DIR}
@@ -31,10 +32,15 @@ start)
     "${run[@]}" "$bin/initdb" -D "$dir/data" -U ctxflow --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
       { cat "$dir/initdb.log" >&2; exit 1; }
   fi
-  for _ in $(seq 50); do
-    port=$((20000 + RANDOM % 20000))
-    (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null || break
-  done
+  if [ -f "$dir/port" ]; then # started before: the same address again
+    port=$(cat "$dir/port")
+  else
+    for _ in $(seq 50); do
+      port=$((20000 + RANDOM % 20000))
+      (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null || break
+    done
+    echo "$port" >"$dir/port"
+  fi
   "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
     -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" >/dev/null ||
     { cat "$dir/server.log" >&2; exit 1; }

@@ -2,13 +2,26 @@ package tests
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/testsuite"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/internal/config"
+	"github.com/ctxflow/ctxflow/tests/fakeollama"
+	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -68,7 +81,218 @@ func benchTurns(b *testing.B, s *stack, question func(i int) string) {
 	for i := 0; b.Loop(); i++ {
 		durations = append(durations, turn(i))
 	}
+	reportLatency(b, durations)
+}
+
+// BenchmarkTurnPipeline runs the chat turn's three steps — load context,
+// generate (the same instant fake model as BenchmarkTurn), save — as the
+// worker's own activities called in process, without Temporal:
+// BenchmarkTurn's p50 over this one is the orchestration overhead.
+func BenchmarkTurnPipeline(b *testing.B) {
+	fake := httptest.NewServer(fakeollama.New(fakeollama.Options{}))
+	b.Cleanup(fake.Close)
+	for k, v := range map[string]string{
+		"OLLAMA_HOST": fake.URL, "CTXFLOW_DATA_DIR": b.TempDir(), "CTXFLOW_MODEL_PROVIDER": "ollama",
+		"CTXFLOW_TRANSCRIPT_FSYNC": "false", "CTXFLOW_LOG_LEVEL": "warn",
+	} {
+		b.Setenv(k, v)
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ports, err := worker.BuildPorts(b.Context(), cfg, quietLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ports.Close() })
+	var env testsuite.WorkflowTestSuite
+	act := env.NewTestActivityEnvironment()
+	act.RegisterActivity(ports.Session)
+	sc := workflows.DefaultSessionConfig()
+	sc.EnableSummarization = false
+	key := activities.SessionKey{Tenant: workflows.DefaultTenant, SessionID: "bench"}
+	parent := ""
+	turn := func(i int) time.Duration {
+		start := time.Now()
+		id := fmt.Sprintf("b%d", i)
+		var lc activities.LoadContextResult
+		v, err := act.ExecuteActivity(ports.Session.LoadContext, activities.LoadContextInput{
+			Session: key, TurnID: id, Question: fmt.Sprintf("question %d", i), ParentID: parent,
+			Window: sc.Window(), SystemPrompt: sc.SystemPrompt, ReceivedAt: start,
+		})
+		if err == nil {
+			err = v.Get(&lc)
+		}
+		var gen activities.GenerateResult
+		if err == nil {
+			v, err = act.ExecuteActivity(ports.Session.Generate, activities.GenerateInput{
+				Session: key, TurnID: id, WindowIDs: lc.WindowIDs, SystemPrompt: sc.SystemPrompt, Model: sc.LLMModel,
+			})
+		}
+		if err == nil {
+			err = v.Get(&gen)
+		}
+		var saved activities.SaveAnswerResult
+		if err == nil {
+			v, err = act.ExecuteActivity(ports.Session.SaveAnswer, activities.SaveAnswerInput{
+				Session: key, TurnID: id, ParentID: lc.UserMessageID, Answer: gen.Answer, Model: gen.Model, Engine: gen.Engine,
+				CreatedAt: time.Now(), Window: sc.Window(), SummaryConfig: sc.Summary(),
+			})
+		}
+		if err == nil {
+			err = v.Get(&saved)
+		}
+		if err != nil || gen.Answer == "" {
+			b.Fatalf("turn %d: %v %+v", i, err, gen)
+		}
+		parent = saved.MessageID
+		return time.Since(start)
+	}
+	for i := range 5 {
+		turn(-1 - i)
+	}
+	var durations []time.Duration
+	for i := 0; b.Loop(); i++ {
+		durations = append(durations, turn(i))
+	}
+	reportLatency(b, durations)
+}
+
+// reportLatency reports the p50 and p99 of durations in milliseconds.
+func reportLatency(b *testing.B, durations []time.Duration) {
 	slices.Sort(durations)
-	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(durations[len(durations)*99/100].Microseconds())/1000, "p99-ms")
+	at := func(q float64) float64 {
+		return float64(durations[min(len(durations)-1, int(q*float64(len(durations))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.5), "p50-ms")
+	b.ReportMetric(at(0.99), "p99-ms")
+}
+
+// BenchmarkTurnSlowModel is BenchmarkTurn with a model that takes 1 s: the
+// orchestration's share of a realistic turn.
+func BenchmarkTurnSlowModel(b *testing.B) {
+	s := startStack(b, stackOptions{modelDelay: time.Second})
+	s.startWorker()
+	benchTurns(b, s, func(i int) string { return fmt.Sprintf("question %d", i) })
+}
+
+// BenchmarkThroughput sends b.N chat turns (`?wait=true`, instant fake
+// model) through the HTTP API from 1, 10 and 100 sessions at once, each
+// session's turns one after another, and reports turns/s and the worker
+// process's peak RSS.
+func BenchmarkThroughput(b *testing.B) {
+	for _, sessions := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
+			s := startStack(b, stackOptions{})
+			s.startWorker()
+			ctx := b.Context()
+			for i := range sessions { // start every session: the first turn starts its workflow
+				if _, _, err := s.turn(ctx, fmt.Sprintf("tp-%03d", i), "warm", "hello"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for i := range sessions {
+				wg.Go(func() {
+					for j := 0; next.Add(1) <= int64(b.N); j++ {
+						res, _, err := s.turn(ctx, fmt.Sprintf("tp-%03d", i), fmt.Sprintf("t%d", j), fmt.Sprintf("question %d", j))
+						if err != nil || res.Status != workflows.TurnCompleted {
+							b.Errorf("turn: %v %+v", err, res)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took := time.Since(start)
+			b.ReportMetric(float64(b.N)/took.Seconds(), "turns/s")
+			b.ReportMetric(float64(peakRSS(s.worker.Process.Pid))/(1<<20), "worker-rss-MB")
+		})
+	}
+}
+
+// peakRSS is a process's peak resident set size in bytes (VmHWM), 0 if
+// unknown.
+func peakRSS(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// BenchmarkHistory drives one session through 1,000 turns
+// (CTXFLOW_BENCH_HISTORY_TURNS; the sessions' default continue-as-new
+// every 100 turns) and reports the history bytes and events a turn adds at
+// turns 10, 100 and 1,000 (the mean over turns p-4 … p-1, within one run),
+// the number of continue-as-new, and the largest run seen.
+func BenchmarkHistory(b *testing.B) {
+	turns := 1000
+	if v := os.Getenv("CTXFLOW_BENCH_HISTORY_TURNS"); v != "" {
+		var err error
+		if turns, err = strconv.Atoi(v); err != nil || turns < 10 {
+			b.Fatalf("CTXFLOW_BENCH_HISTORY_TURNS=%q: want a number ≥ 10", v)
+		}
+	}
+	s := startStack(b, stackOptions{})
+	s.startWorker()
+	ctx := b.Context()
+	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "hist")
+	type point struct {
+		run           string
+		bytes, events int
+	}
+	measure := func() point {
+		desc, err := s.client.DescribeWorkflowExecution(ctx, wid, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, run, err := historyBytes(ctx, s, wid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return point{run, n, int(desc.GetWorkflowExecutionInfo().GetHistoryLength())}
+	}
+	largest := 0
+	for b.Loop() {
+		before := map[int]point{}
+		for i := 1; i <= turns; i++ {
+			if res, _, err := s.turn(ctx, "hist", fmt.Sprintf("t%d", i), fmt.Sprintf("question number %d", i)); err != nil || res.Status != workflows.TurnCompleted {
+				b.Fatalf("turn %d: %v %+v", i, err, res)
+			}
+			if i%100 == 99 { // the largest history of a run: the next turn may continue as new
+				largest = max(largest, measure().bytes)
+			}
+			for _, at := range []int{10, 100, 1000} {
+				switch i {
+				case at - 5:
+					before[at] = measure()
+				case at - 1:
+					p := measure()
+					if p.run != before[at].run {
+						b.Logf("turn %d: the session continued as new since turn %d; no figure at turn %d", i, at-5, at)
+						continue
+					}
+					b.ReportMetric(float64(p.bytes-before[at].bytes)/4, "bytes/turn@"+strconv.Itoa(at))
+					b.ReportMetric(float64(p.events-before[at].events)/4, "events/turn@"+strconv.Itoa(at))
+				}
+			}
+		}
+		var st workflows.SessionState
+		if _, err := s.do(ctx, http.MethodGet, "/v1/sessions/hist", nil, &st); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(st.Runs-1), "continue-as-new")
+	}
+	b.ReportMetric(float64(largest), "largest-history-bytes")
 }

@@ -84,6 +84,8 @@ type stackOptions struct {
 	extraEnv   []string
 	// keys are the API's keys (SHA-256 hex → tenant); nil: none.
 	keys map[string]string
+	// maxInFlight is the API's MaxInFlight (0: its default).
+	maxInFlight int
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -115,7 +117,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		o.limits.HeartbeatTimeout = 2 * time.Second
 	}
 	apiSrv := httptest.NewServer(api.New(c, api.Options{
-		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Keys: o.keys, Logger: quietLogger(),
+		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Keys: o.keys, MaxInFlight: o.maxInFlight, Logger: quietLogger(),
 	}).Handler())
 	t.Cleanup(apiSrv.Close)
 
@@ -185,6 +187,11 @@ type apiClient struct{ base, key string }
 
 // do sends a JSON request to the API and decodes the JSON answer into out.
 func (s apiClient) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	return s.doHeader(ctx, method, path, body, out, nil)
+}
+
+// doHeader is do, also storing the answer's header in hdr (if not nil).
+func (s apiClient) doHeader(ctx context.Context, method, path string, body, out any, hdr *http.Header) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -206,6 +213,9 @@ func (s apiClient) do(ctx context.Context, method, path string, body, out any) (
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if hdr != nil {
+		*hdr = resp.Header
+	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return resp.StatusCode, err

@@ -1,0 +1,246 @@
+// Command report turns the output of `go test -bench` (ctxflow's
+// benchmarks, run side by side by `make bench`) and the peer's JSON (from
+// scripts/peer.sh) into one table with the targets of issue 15, printed on
+// stdout, and writes every figure to a JSON file.
+//
+//	go test -run '^$' -bench ... | go run ./bench/report -peer peer.json -json bench/results.json
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// metrics are the benchmarks' figures: benchmark name (without the -N CPU
+// suffix) → unit → value.
+type metrics map[string]map[string]float64
+
+// benchLine is a result line: "BenchmarkX/sub-2  10  123 ns/op  4.5 p50-ms".
+// A benchmark's logs (the embedded server's, on the same output) may come
+// between its name and its figures: then the name stands alone
+// (benchName) and the figures follow on a line of their own (benchRest).
+var (
+	benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*ns/op.*)$`)
+	benchName = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s`)
+	benchRest = regexp.MustCompile(`^\s+\d+\s+(.*ns/op.*)$`)
+)
+
+// parse reads `go test -bench` output, echoing it to echo.
+func parse(r io.Reader, echo io.Writer) (metrics, error) {
+	m := metrics{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	pending := "" // a benchmark whose name came without its figures
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(echo, line)
+		g := benchLine.FindStringSubmatch(line)
+		if g == nil {
+			if n := benchName.FindStringSubmatch(line); n != nil {
+				pending = n[1]
+			} else if r := benchRest.FindStringSubmatch(line); r != nil && pending != "" {
+				g, pending = []string{line, pending, r[1]}, ""
+			}
+		}
+		if g == nil {
+			continue
+		}
+		f := strings.Fields(g[2])
+		if m[g[1]] == nil {
+			m[g[1]] = map[string]float64{}
+		}
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%q: value %q: %w", line, f[i], err)
+			}
+			m[g[1]][f[i+1]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// row is a line of the table: a figure, how it compares with its target,
+// and the peer's figure for the same thing.
+type row struct {
+	Name   string   `json:"name"`
+	Value  *float64 `json:"value"` // nil: not measured in this run
+	Unit   string   `json:"unit"`
+	Target string   `json:"target,omitempty"`
+	Met    *bool    `json:"met,omitempty"`
+	Peer   *float64 `json:"peer,omitempty"`
+}
+
+// table builds the rows from ctxflow's metrics and the peer's.
+func table(m metrics, peer map[string]any) []row {
+	get := func(bench, unit string) *float64 {
+		if v, ok := m[bench][unit]; ok {
+			return &v
+		}
+		return nil
+	}
+	p := func(path ...string) *float64 {
+		var v any = peer
+		for _, k := range path {
+			o, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = o[k]
+		}
+		if f, ok := v.(float64); ok {
+			return &f
+		}
+		return nil
+	}
+	ratio := func(a, b *float64) *float64 {
+		if a == nil || b == nil || *b == 0 {
+			return nil
+		}
+		r := *a / *b
+		return &r
+	}
+	var rows []row
+	add := func(name string, v *float64, unit, target string, peer *float64) {
+		r := row{Name: name, Value: v, Unit: unit, Target: target, Peer: peer}
+		if v != nil && target != "" {
+			limit, _ := strconv.ParseFloat(strings.TrimLeft(target, "≤≥ "), 64)
+			met := *v <= limit
+			if strings.HasPrefix(target, "≥") {
+				met = *v >= limit
+			}
+			r.Met = &met
+		}
+		rows = append(rows, r)
+	}
+	turn, pipe := get("BenchmarkTurn", "p50-ms"), get("BenchmarkTurnPipeline", "p50-ms")
+	add("chat turn p50 (embedded stack, instant model)", turn, "ms", "≤25", p("p50_ms"))
+	add("chat turn p99", get("BenchmarkTurn", "p99-ms"), "ms", "≤60", p("p99_ms"))
+	add("chat turn p50 in process, no Temporal", pipe, "ms", "", nil)
+	if turn != nil && pipe != nil {
+		d := *turn - *pipe
+		add("orchestration overhead p50 (turn − in process)", &d, "ms", "", nil)
+	}
+	if slow := get("BenchmarkTurnSlowModel", "p50-ms"); slow != nil {
+		pct := (*slow - 1000) / 10
+		add("overhead on a 1 s model turn p50", &pct, "%", "", nil)
+	}
+	add("qa turn p50 (one corrective round, offline engine)", get("BenchmarkQATurn", "p50-ms"), "ms", "≤60", nil)
+	ref := get("BenchmarkFourActivityWorkflow/server-defaults", "p50-ms")
+	add("reference: four instant activities, server defaults p50", ref, "ms", "", nil)
+	add("chat turn / reference turn", ratio(turn, ref), "×", "≤0.10", nil)
+	for _, n := range []string{"1", "10", "100"} {
+		target := ""
+		if n == "10" {
+			target = "≥150"
+		}
+		var peerTP *float64
+		if n == "10" {
+			peerTP = p("threads10_turns_per_s")
+		}
+		add("throughput, "+n+" sessions (HTTP API, ?wait=true)", get("BenchmarkThroughput/sessions="+n, "turns/s"), "turns/s", target, peerTP)
+	}
+	add("worker peak RSS after 100 sessions", get("BenchmarkThroughput/sessions=100", "worker-rss-MB"), "MB", "", nil)
+	for _, at := range []string{"10", "100", "1000"} {
+		add("history bytes per turn at turn "+at, get("BenchmarkHistory", "bytes/turn@"+at), "B", "", p("checkpoint_bytes_per_turn", at))
+		add("history events per turn at turn "+at, get("BenchmarkHistory", "events/turn@"+at), "events", "", nil)
+	}
+	add("history bytes per turn, turn 1,000 / turn 10", ratio(get("BenchmarkHistory", "bytes/turn@1000"), get("BenchmarkHistory", "bytes/turn@10")), "×", "≤1.1", nil)
+	add("continue-as-new in 1,000 turns", get("BenchmarkHistory", "continue-as-new"), "runs", "", nil)
+	add("largest history of a run", get("BenchmarkHistory", "largest-history-bytes"), "B", "", nil)
+	for _, size := range []string{"100", "10k", "100k"} {
+		ns := get("BenchmarkAssemble/"+size, "ns/op")
+		var us *float64
+		if ns != nil {
+			v := *ns / 1000
+			us = &v
+		}
+		add("context assembly, branch of "+size+" messages", us, "µs", "", nil)
+	}
+	for _, n := range []string{"10000", "100000"} {
+		b := "BenchmarkSearch/chunks=" + n
+		target, recall := "", ""
+		if n == "100000" {
+			target, recall = "≤10", "≥0.95"
+		}
+		add("embedded dense search p50, "+n+" chunks", get(b, "p50-ms"), "ms", target, nil)
+		add("embedded dense search p99, "+n+" chunks", get(b, "p99-ms"), "ms", "", nil)
+		add("embedded dense search recall@10, "+n+" chunks", get(b, "recall@10"), "", recall, nil)
+	}
+	add("ingestion (read, chunk, embed, store)", get("BenchmarkIngest/pipeline", "MB/s"), "MB/s", "", nil)
+	add("peer: first 10 turns mean", nil, "ms", "", p("first10_ms"))
+	add("peer: last 10 turns mean", nil, "ms", "", p("last10_ms"))
+	return rows
+}
+
+func show(v *float64) string {
+	switch {
+	case v == nil:
+		return "—"
+	case *v >= 100 || *v == float64(int64(*v)):
+		return strconv.FormatFloat(*v, 'f', 0, 64)
+	case *v >= 10:
+		return strconv.FormatFloat(*v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(*v, 'f', 3, 64)
+	}
+}
+
+func print(w io.Writer, rows []row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tctxflow\tunit\ttarget\tmet\tpeer (LangGraph.js)")
+	for _, r := range rows {
+		met := ""
+		if r.Met != nil {
+			met = map[bool]string{true: "yes", false: "NO"}[*r.Met]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, show(r.Value), r.Unit, r.Target, met, show(r.Peer))
+	}
+	tw.Flush()
+}
+
+func main() {
+	peerFile := flag.String("peer", "", "the peer's JSON (scripts/peer.sh); empty: no peer rows")
+	out := flag.String("json", "bench/results.json", "where to write the figures")
+	flag.Parse()
+	m, err := parse(os.Stdin, io.Discard)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	var peer map[string]any
+	if *peerFile != "" {
+		data, err := os.ReadFile(*peerFile)
+		if err == nil {
+			err = json.Unmarshal(data, &peer)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "report: peer %s: %v\n", *peerFile, err)
+			os.Exit(1)
+		}
+	}
+	rows := table(m, peer)
+	print(os.Stdout, rows)
+	host, _ := os.Hostname()
+	data, err := json.MarshalIndent(map[string]any{
+		"at": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": runtime.NumCPU(), "go": runtime.Version(),
+		"rows": rows, "benchmarks": m, "peer": peer,
+	}, "", "  ")
+	if err == nil {
+		err = os.WriteFile(*out, append(data, '\n'), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestParseAndTable(t *testing.T) {
+	out := `goos: linux
+BenchmarkTurn-2            	     300	  34500000 ns/op	        20.5 p50-ms	        58.0 p99-ms
+BenchmarkTurnPipeline-2    	    3000	    400000 ns/op	         0.4 p50-ms	         1.0 p99-ms
+BenchmarkFourActivityWorkflow/server-defaults-2 	      20	 200000000 ns/op	       205 p50-ms
+BenchmarkThroughput/sessions=10-2        	time=2026-11-26T16:20:36.098Z level=ERROR msg="Update workflow execution operation failed."
+time=2026-11-26T16:20:36.453Z level=ERROR msg="Update workflow execution operation failed."
+      1000	   1000000 ns/op	        120 turns/s	        80.5 worker-rss-MB
+BenchmarkHistory 	       1	 9000000000 ns/op	      3000 bytes/turn@10	      3300 bytes/turn@1000
+PASS`
+	m, err := parse(strings.NewReader(out), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m["BenchmarkThroughput/sessions=10"]["turns/s"]; got != 120 {
+		t.Errorf("turns/s = %v", got)
+	}
+	rows := table(m, map[string]any{"p50_ms": 59.0, "threads10_turns_per_s": 66.0, "checkpoint_bytes_per_turn": map[string]any{"10": 1000.0}})
+	find := func(name string) row {
+		for _, r := range rows {
+			if r.Name == name {
+				return r
+			}
+		}
+		t.Fatalf("no row %q", name)
+		return row{}
+	}
+	for _, tc := range []struct {
+		name  string
+		value float64
+		met   bool
+		peer  float64
+	}{
+		{"chat turn p50 (embedded stack, instant model)", 20.5, true, 59},
+		{"chat turn p99", 58, true, 0},
+		{"orchestration overhead p50 (turn − in process)", 20.1, false, 0},
+		{"chat turn / reference turn", 0.1, true, 0},
+		{"throughput, 10 sessions (HTTP API, ?wait=true)", 120, false, 66},
+		{"history bytes per turn, turn 1,000 / turn 10", 1.1, true, 0},
+		{"history bytes per turn at turn 10", 3000, false, 1000},
+	} {
+		r := find(tc.name)
+		if r.Value == nil || abs(*r.Value-tc.value) > 1e-9 {
+			t.Errorf("%s = %v, want %v", tc.name, r.Value, tc.value)
+		}
+		if (r.Met != nil && *r.Met != tc.met) || (r.Met == nil && r.Target != "") || (r.Met != nil && !tc.met && r.Target == "") {
+			t.Errorf("%s: met %v, want %v (target %q)", tc.name, r.Met, tc.met, r.Target)
+		}
+		if (tc.peer != 0) != (r.Peer != nil) || (r.Peer != nil && *r.Peer != tc.peer) {
+			t.Errorf("%s: peer %v, want %v", tc.name, r.Peer, tc.peer)
+		}
+	}
+	if r := find("qa turn p50 (one corrective round, offline engine)"); r.Value != nil || r.Met != nil {
+		t.Errorf("a figure not measured: %+v", r)
+	}
+}
+
+func abs(x float64) float64 { return max(x, -x) }
