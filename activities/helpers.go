@@ -67,6 +67,21 @@ func modelFailure(what string, err error) error {
 	return err
 }
 
+// lastAttempt makes a retryable err final (code unavailable) when this is
+// attempt attempts or later of the activity (attempts 0: never). Attempts
+// lost with a worker count too, but they never end the call on their own:
+// the retry policy allows more attempts than attempts.
+func lastAttempt(ctx context.Context, attempts int, err error) error {
+	if err == nil || attempts <= 0 || !activity.IsActivity(ctx) || int(activity.GetInfo(ctx).Attempt) < attempts {
+		return err
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%v (attempt %d of %d)", err, activity.GetInfo(ctx).Attempt, attempts), CodeOf(err), err)
+}
+
 // withContext prefixes err's message with what failed. An application
 // error keeps its type and retryability: Temporal reads them from the
 // returned error itself, so fmt.Errorf's wrapping would make a permanent

@@ -229,6 +229,11 @@ type GenerateInput struct {
 	// means nothing relevant was found).
 	UseDocs bool      `json:"useDocs,omitempty"`
 	Docs    []DocText `json:"docs,omitempty"`
+	// Attempts bounds the attempts that end in the model's own failure
+	// (0: only the retry policy bounds them). The workflow's policy allows
+	// more, so that attempts cut short by a lost worker (heartbeat
+	// timeouts, which never reach this code) do not use up the model's.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // stream publishes a turn's answer deltas on the broker (nil without one).
@@ -302,7 +307,7 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	defer keepAlive(ctx)()
 	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, a.stream(ctx, in.Session, in.TurnID))
 	if err != nil {
-		return GenerateResult{}, modelFailure(fmt.Sprintf("generate for %s turn %s with %s", in.Session, in.TurnID, in.Model), err)
+		return GenerateResult{}, lastAttempt(ctx, in.Attempts, modelFailure(fmt.Sprintf("generate for %s turn %s with %s", in.Session, in.TurnID, in.Model), err))
 	}
 	answer := strings.TrimSpace(resp.Content)
 	if answer == "" {

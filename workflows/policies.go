@@ -16,6 +16,13 @@ var nonRetryable = []string{
 	activities.CodeDimensionMismatch, activities.CodeDocumentChanged,
 }
 
+// lostWorkerAttempts is how many more attempts than its own failure budget
+// a model call's policy allows: attempts cut short by a killed or lost
+// worker (heartbeat timeouts), which should not fail a turn whose model
+// works. The activity ends the call after its own budget (see
+// activities.GenerateInput.Attempts).
+const lostWorkerAttempts = 10
+
 // retryPolicy backs off from initial by doubling up to max, for at most
 // attempts attempts (0: without a bound but the timeouts).
 func retryPolicy(initial, max time.Duration, attempts int) *temporal.RetryPolicy {

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -489,5 +492,28 @@ func TestTokenBudgetIsCalibratedToTheModel(t *testing.T) {
 	}
 	if n := len(h.model.calls[1].Messages); n != 2 {
 		t.Errorf("turn 2 saw %d messages, want system + question", n)
+	}
+}
+
+// TestLostWorkersDoNotSpendTheModelsAttempts: a model call cut short by a
+// lost worker six times (heartbeat timeouts, more than 1 + maxRetries) is
+// tried again, and the turn completes once a worker stays.
+func TestLostWorkersDoNotSpendTheModelsAttempts(t *testing.T) {
+	h := newHarness(t)
+	lost := 0
+	h.env.OnActivity("Generate", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.GenerateInput) (activities.GenerateResult, error) {
+		if in.Attempts != workflows.DefaultSessionConfig().MaxRetries+1 {
+			t.Errorf("Generate's own attempts = %d", in.Attempts)
+		}
+		if lost < 6 {
+			lost++
+			return activities.GenerateResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+		}
+		return activities.GenerateResult{Answer: "answer after the losses", Model: "fake"}, nil
+	})
+	o := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "hello?"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+	if o.result.Status != workflows.TurnCompleted || o.result.Answer != "answer after the losses" || lost != 6 {
+		t.Fatalf("result = %+v after %d lost attempts", o.result, lost)
 	}
 }

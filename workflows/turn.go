@@ -129,6 +129,7 @@ func (s *session) generateInput(req TurnRequest, cfg SessionConfig, lc activitie
 	return activities.GenerateInput{
 		Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs, SystemPrompt: cfg.SystemPrompt,
 		SummaryID: summaryID, Model: cfg.LLMModel, Options: activities.ModelOptions{NumPredict: s.limits.LLMMaxTokens},
+		Attempts: cfg.MaxRetries + 1,
 	}
 }
 
@@ -138,7 +139,9 @@ func (s *session) generateInput(req TurnRequest, cfg SessionConfig, lc activitie
 func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionConfig, lc activities.LoadContextResult, res *TurnResult) (activities.GenerateResult, error) {
 	var gen activities.GenerateResult
 	err := s.step(ctx, res, "generate", func() (map[string]any, error) {
-		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1),
+		// The model's own failures are bounded in the activity (Attempts);
+		// the policy also allows for attempts lost with a worker.
+		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1+lostWorkerAttempts),
 			sa.Generate, s.generateInput(req, cfg, lc)).Get(ctx, &gen)
 		return generateDetails(cfg.LLMModel, gen), err
 	})
