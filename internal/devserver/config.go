@@ -159,7 +159,7 @@ func buildConfig(p ports, db *dbConfig) *config.Config {
 	const store = "sqlite-default"
 	conf.Persistence.DefaultStore = store
 	conf.Persistence.VisibilityStore = store
-	conf.Persistence.NumHistoryShards = 1
+	conf.Persistence.NumHistoryShards = db.shards
 	conf.Persistence.DataStores = map[string]config.DataStore{store: {SQL: db.sql}}
 
 	conf.ClusterMetadata = &cluster.Config{

@@ -10,6 +10,7 @@
 package devserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ type Options struct {
 	FrontendPort int
 	// UIPort, when not 0, serves the Temporal Web UI on FrontendIP:UIPort.
 	UIPort int
+	// HistoryShards is the number of history shards of a new database
+	// (default [HistoryShards]); an existing database keeps its own.
+	HistoryShards int32
 	// Namespace is created at start-up if missing (default "default").
 	Namespace string
 	// Retention is how long closed workflows stay queryable in Namespace
@@ -179,6 +183,12 @@ func (s *Server) prepareDatabase(ctx context.Context, opts Options) (*dbConfig, 
 	db, err := openFileDB(filepath.Join(opts.DataDir, DatabaseFileName))
 	if err != nil {
 		return nil, err
+	}
+	if db.shards, err = historyShards(ctx, db); err != nil {
+		return nil, err
+	}
+	if db.shards == 0 {
+		db.shards = cmp.Or(opts.HistoryShards, HistoryShards)
 	}
 	if err := ensureNamespace(ctx, db, opts); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"strings"
 	"sync"
@@ -556,4 +557,45 @@ func TestKillHelper(t *testing.T) {
 	fmt.Println("started")
 	time.Sleep(time.Minute) // killed by the parent
 	t.Fatal(errors.New("not killed"))
+}
+
+// TestOneShardDatabaseKeepsItsShards: a data dir created with one history
+// shard (as before HistoryShards) starts with one shard again, its
+// workflows intact, and serves new ones.
+func TestOneShardDatabaseKeepsItsShards(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, Options{DataDir: dir, HistoryShards: 1, Logger: quietLogger()})
+	c := dial(t, s)
+	stop := runWorker(t, c)
+	ctx := testContext(t)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "old", TaskQueue: taskQueue}, greetWorkflow, "one shard")
+	if err == nil {
+		err = run.Get(ctx, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	c.Close()
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := historyShards(ctx, &dbConfig{sql: fileSQLConfig(filepath.Join(dir, DatabaseFileName))}); err != nil || n != 1 {
+		t.Fatalf("recorded shards = %d, %v; want 1", n, err)
+	}
+
+	s = start(t, Options{DataDir: dir, Logger: quietLogger()}) // the default would be HistoryShards
+	c = dial(t, s)
+	defer runWorker(t, c)()
+	var out string
+	if err := c.GetWorkflow(ctx, "old", "").Get(ctx, &out); err != nil || out != "hello one shard" {
+		t.Fatalf("the old workflow after the restart: %q, %v", out, err)
+	}
+	run, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "new", TaskQueue: taskQueue}, greetWorkflow, "again")
+	if err == nil {
+		err = run.Get(ctx, &out)
+	}
+	if err != nil || out != "hello again" {
+		t.Fatalf("a new workflow: %q, %v", out, err)
+	}
 }
