@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,11 +16,8 @@ import (
 	"github.com/ctxflow/ctxflow/activities"
 )
 
-// BenchmarkSearch measures dense search over N chunks of 384 dimensions
-// (N = CTXFLOW_BENCH_CHUNKS, default 10000) and reports latency p50/p99
-// and recall@10 against an exact brute-force scan.
-func BenchmarkSearch(b *testing.B) {
-	const dim, k = 384, 10
+// benchChunks is CTXFLOW_BENCH_CHUNKS, default 10000.
+func benchChunks(b *testing.B) int {
 	n := 10000
 	if v := os.Getenv("CTXFLOW_BENCH_CHUNKS"); v != "" {
 		var err error
@@ -26,35 +25,84 @@ func BenchmarkSearch(b *testing.B) {
 			b.Fatalf("CTXFLOW_BENCH_CHUNKS=%q", v)
 		}
 	}
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(1, 2))
-	randVec := func() []float32 {
+	return n
+}
+
+// benchVectors returns a generator of 384-dimensional vectors: i.i.d.
+// Gaussian ones, the hardest case for a graph index (every direction is
+// as likely, the nearest neighbours are barely nearer than the rest); or,
+// with CTXFLOW_BENCH_VECTORS=clustered, a mixture of 1,000 Gaussian
+// clusters (a point is its centre plus noise of half the centre's scale per
+// dimension: cosine about 0.8 within a cluster, about 0 across), closer to
+// real embeddings, where documents on one topic lie together.
+func benchVectors(b *testing.B, rng *rand.Rand) (next func() []float32, kind string) {
+	const dim = 384
+	gauss := func() []float32 {
 		v := make([]float32, dim)
 		for i := range v {
 			v[i] = float32(rng.NormFloat64())
 		}
 		return v
 	}
-	s, err := Open(Options{Collection: "bench", Dimension: dim})
+	switch kind := os.Getenv("CTXFLOW_BENCH_VECTORS"); kind {
+	case "", "random":
+		return gauss, "random"
+	case "clustered":
+		centres := make([][]float32, 1000)
+		for i := range centres {
+			centres[i] = gauss()
+		}
+		return func() []float32 {
+			c, v := centres[rng.IntN(len(centres))], gauss()
+			for i := range v {
+				v[i] = c[i] + 0.5*v[i]
+			}
+			return v
+		}, kind
+	default:
+		b.Fatalf("CTXFLOW_BENCH_VECTORS=%q: random or clustered", kind)
+		return nil, ""
+	}
+}
+
+func benchChunk(j int, vec []float32) activities.Chunk {
+	return activities.Chunk{ID: fmt.Sprintf("c%07d", j), DocumentID: fmt.Sprintf("d%d", j/10), Text: "chunk " + strconv.Itoa(j), Vector: vec}
+}
+
+// BenchmarkSearch measures dense search over N chunks of 384 dimensions
+// (N = CTXFLOW_BENCH_CHUNKS, default 10000; vectors: see benchVectors) and
+// reports latency p50/p99, recall@10 against an exact brute-force scan,
+// load-s (upserting the N chunks until the dense index is ready) and
+// graph-MB (the graph's links; the vectors are the chunks' own).
+func BenchmarkSearch(b *testing.B) {
+	const k = 10
+	n := benchChunks(b)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	next, kind := benchVectors(b, rng)
+	s, err := Open(Options{Collection: "bench", Dimension: 384})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	vecs := make([][]float32, n)
 	const batch = 1000
+	start := time.Now()
 	for i := 0; i < n; i += batch {
 		chunks := make([]activities.Chunk, 0, batch)
 		for j := i; j < min(i+batch, n); j++ {
-			vecs[j] = randVec()
-			chunks = append(chunks, activities.Chunk{ID: fmt.Sprintf("c%07d", j), DocumentID: fmt.Sprintf("d%d", j/10), Text: "chunk " + strconv.Itoa(j), Vector: vecs[j]})
+			vecs[j] = next()
+			chunks = append(chunks, benchChunk(j, vecs[j]))
 		}
 		if err := s.Upsert(ctx, chunks); err != nil {
 			b.Fatal(err)
 		}
 	}
-	queries := make([][]float32, 50)
+	s.waitIndex()
+	load := time.Since(start)
+	queries := make([][]float32, 200)
 	for i := range queries {
-		queries[i] = randVec()
+		queries[i] = next()
 	}
 	// Recall@10 against brute force.
 	var found, total int
@@ -88,6 +136,85 @@ func BenchmarkSearch(b *testing.B) {
 	}
 	b.ReportMetric(float64(found)/float64(total), "recall@10")
 	b.ReportMetric(float64(n), "chunks")
+	b.ReportMetric(load.Seconds(), "load-s")
+	s.mu.RLock()
+	if s.ann.g != nil {
+		b.ReportMetric(float64(s.ann.g.bytes())/(1<<20), "graph-MB")
+	}
+	s.mu.RUnlock()
+	b.Logf("%d %s vectors; searches by the graph %d, by a scan %d", n, kind, s.ann.approx.Load(), s.ann.exact.Load())
+}
+
+// BenchmarkOpen measures Open of a persisted collection of N chunks
+// (CTXFLOW_BENCH_CHUNKS, vectors as BenchmarkSearch's): open-s until Open
+// returns (the chunk log read: searches work from then on), index-s until
+// the dense index saved at the last Close is loaded, rebuild-s until it is
+// built and calibrated again without its file (as after a crash), and
+// heap-MB, the Go heap in use with the collection open.
+func BenchmarkOpen(b *testing.B) {
+	n := benchChunks(b)
+	ctx := context.Background()
+	next, kind := benchVectors(b, rand.New(rand.NewPCG(1, 2)))
+	dir := b.TempDir()
+	opts := Options{Dir: dir, Collection: "bench", Dimension: 384, NoSync: true}
+	s, err := Open(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		chunks := make([]activities.Chunk, 0, batch)
+		for j := i; j < min(i+batch, n); j++ {
+			chunks = append(chunks, benchChunk(j, next()))
+		}
+		if err := s.Upsert(ctx, chunks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.waitIndex()
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	var open, loaded, rebuilt time.Duration
+	var heap uint64
+	var ef int
+	reopen := func() time.Duration {
+		start := time.Now()
+		s, err := Open(opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		open += time.Since(start)
+		s.waitIndex()
+		took := time.Since(start)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heap = ms.HeapInuse
+		if s.ann.g == nil && n >= s.ann.cfg.ExactBelow {
+			b.Fatal("no dense index after Open")
+		}
+		if s.ann.g != nil {
+			ef = s.ann.g.ef
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return took
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		loaded += reopen()
+		if err := os.Remove(filepath.Join(dir, "bench", graphName)); err != nil && n >= defaultANN.ExactBelow {
+			b.Fatal(err)
+		}
+		rebuilt += reopen()
+	}
+	b.ReportMetric(open.Seconds()/float64(2*b.N), "open-s")
+	b.ReportMetric(loaded.Seconds()/float64(b.N), "index-s")
+	b.ReportMetric(rebuilt.Seconds()/float64(b.N), "rebuild-s")
+	b.ReportMetric(float64(heap)/(1<<20), "heap-MB")
+	b.Logf("%d %s vectors, calibrated ef %d", n, kind, ef)
 }
 
 func exactTopK(q []float32, vecs [][]float32, k int) []string {

@@ -1,7 +1,8 @@
 // Package vecstore is the embedded, persistent VectorStore: dense cosine
-// search over the chunks' vectors, keyword BM25 search on a bleve (scorch)
-// index with a CJK-bigram analyser, and hybrid search fusing both by
-// reciprocal rank.
+// search over the chunks' vectors (an exact scan for small collections and
+// selective filters, an HNSW graph above; see ann.go), keyword BM25 search
+// on a bleve (scorch) index with a CJK-bigram analyser, and hybrid search
+// fusing both by reciprocal rank.
 //
 // The chunk log (see log.go) is the source of truth for chunks (id,
 // document, text, metadata, unit vector): every write is appended to it and
@@ -9,13 +10,15 @@
 // record, which Open cuts off (logged) so that the batch is written again by
 // its retried activity. Chunks are held in memory. The bleve index is
 // derived from them and rebuilt when it is missing, unreadable or possibly
-// stale (the previous process did not Close cleanly).
+// stale (the previous process did not Close cleanly); so is the dense
+// index, saved at Close and trusted only when it cannot be stale.
 //
 // Layout under Options.Dir, one folder per collection:
 //
 //	<Dir>/<collection>/meta.json   name and dimension
 //	<Dir>/<collection>/chunks.log  the chunk log
 //	<Dir>/<collection>/text/       bleve scorch index
+//	<Dir>/<collection>/dense.hnsw  the HNSW graph (hnsw_file.go)
 //	<Dir>/<collection>/dirty       present while a process has unflushed writes
 //
 // A collection written by an earlier version (chromem-go files under
@@ -90,12 +93,17 @@ type Store struct {
 	dim    int
 	chunks map[string]*entry
 	byDoc  map[string]map[string]struct{} // document id → chunk ids
-	text   bleve.Index
-	log    *logFile // nil in memory
-	live   int64    // bytes of the log's records that are still current
-	dirty  bool     // dirty marker written by this process
-	closed bool
-	logger *slog.Logger
+	// terms holds, for each metadata key=value, the chunks with vectors
+	// that have it (filtered dense search, ann.go).
+	terms   map[string]map[*entry]struct{}
+	vectors int // chunks with a non-zero vector
+	ann     annState
+	text    bleve.Index
+	log     *logFile // nil in memory
+	live    int64    // bytes of the log's records that are still current
+	dirty   bool     // dirty marker written by this process
+	closed  bool
+	logger  *slog.Logger
 }
 
 var _ activities.VectorStore = (*Store)(nil)
@@ -118,8 +126,13 @@ type metaFile struct {
 	Dimension int    `json:"dimension"`
 }
 
-// Open opens (creating if needed) the collection described by opts.
+// Open opens (creating if needed) the collection described by opts. The
+// dense index of a large collection is built in the background (ann.go).
 func Open(opts Options) (*Store, error) {
+	return openWith(opts, defaultANN)
+}
+
+func openWith(opts Options, ann annConfig) (*Store, error) {
 	name := opts.Collection
 	if name == "" {
 		name = "default"
@@ -132,6 +145,8 @@ func Open(opts Options) (*Store, error) {
 		dim:    opts.Dimension,
 		chunks: map[string]*entry{},
 		byDoc:  map[string]map[string]struct{}{},
+		terms:  map[string]map[*entry]struct{}{},
+		ann:    annState{cfg: ann, stop: make(chan struct{}), saved: -1},
 		logger: cmp.Or(opts.Logger, slog.Default()),
 	}
 	if opts.Dir == "" {
@@ -140,6 +155,7 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("vecstore: keyword index: %w", err)
 		}
 		s.text = text
+		s.maybeIndex()
 		return s, nil
 	}
 	folder := name
@@ -169,6 +185,7 @@ func Open(opts Options) (*Store, error) {
 		s.release()
 		return nil, err
 	}
+	s.maybeIndex()
 	return s, nil
 }
 
@@ -221,6 +238,7 @@ func (s *Store) openDisk(sync bool) error {
 	default:
 		return fmt.Errorf("vecstore: %w", err)
 	}
+	_, dirtyErr := os.Stat(filepath.Join(s.dir, "dirty"))
 	logPath := filepath.Join(s.dir, logName)
 	if err := s.importLegacy(logPath); err != nil {
 		return err
@@ -255,7 +273,11 @@ func (s *Store) openDisk(sync bool) error {
 	if err := s.compactIfDue(); err != nil {
 		return err
 	}
-	return s.openText(damage != "")
+	if err := s.openText(damage != ""); err != nil {
+		return err
+	}
+	s.loadGraph(errors.Is(dirtyErr, os.ErrNotExist) && damage == "", good)
+	return nil
 }
 
 // apply replays one log record into memory.
@@ -280,6 +302,7 @@ func (s *Store) put(e *entry) {
 	}
 	set[e.id] = struct{}{}
 	s.live += int64(frameHeader + len(encodeUpsert(nil, e)))
+	s.indexPut(e)
 }
 
 func (s *Store) remove(id string) {
@@ -295,6 +318,7 @@ func (s *Store) remove(id string) {
 		}
 	}
 	s.live -= int64(frameHeader + len(encodeUpsert(nil, old)))
+	s.indexRemove(old)
 }
 
 // storedDim is the dimension of the stored vectors (0 for none).
@@ -427,6 +451,10 @@ func (s *Store) markDirty() error {
 	if err := os.WriteFile(filepath.Join(s.dir, "dirty"), nil, 0o600); err != nil {
 		return fmt.Errorf("vecstore: %w", err)
 	}
+	// The saved graph is stale from now on (written again at Close).
+	if err := os.Remove(filepath.Join(s.dir, graphName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("vecstore: %w", err)
+	}
 	s.dirty = true
 	return nil
 }
@@ -531,6 +559,7 @@ func (s *Store) Upsert(ctx context.Context, chunks []activities.Chunk) error {
 	for _, e := range entries {
 		s.put(e)
 	}
+	s.maybeIndex()
 	if err := s.text.Batch(batch); err != nil {
 		return fmt.Errorf("vecstore: keyword index: %w", err)
 	}
@@ -590,6 +619,7 @@ func (s *Store) DeleteDocument(ctx context.Context, documentID string) error {
 		s.remove(id)
 		batch.Delete(id)
 	}
+	s.maybeIndex()
 	if err := s.text.Batch(batch); err != nil {
 		return fmt.Errorf("vecstore: keyword index: %w", err)
 	}
@@ -609,14 +639,21 @@ func (s *Store) Info(ctx context.Context) (activities.CollectionInfo, error) {
 	return activities.CollectionInfo{Name: s.name, Dimension: s.dim, Count: len(s.chunks)}, nil
 }
 
-// Close flushes and releases the store. It is idempotent.
+// Close flushes and releases the store, and stops a build of the dense
+// index. It is idempotent.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	close(s.ann.stop)
+	defer s.ann.bg.Wait() // after the unlock: a build takes the lock to end
+	defer s.mu.Unlock()
+	if err := s.saveGraph(); err != nil {
+		s.logger.Warn("vecstore: the dense index will be rebuilt at the next Open", "collection", s.name, "error", err)
+	}
 	err := s.text.Close()
 	if s.log != nil {
 		if cerr := s.log.close(); err == nil {
@@ -720,8 +757,10 @@ func (h *topHeap) Pop() any {
 	return x
 }
 
-// dense is exact cosine search: every stored vector is unit length, so the
-// dot product with the normalised query is the cosine.
+// dense is cosine search: every stored vector is unit length, so the dot
+// product with the normalised query is the cosine. It is exact for small
+// collections and selective filters, approximate (the HNSW graph) otherwise;
+// see ann.go.
 func (s *Store) dense(vec []float32, k int, filter map[string]string) ([]activities.Hit, error) {
 	if s.dim == 0 {
 		return nil, nil // nothing ever stored
@@ -736,10 +775,61 @@ func (s *Store) dense(vec []float32, k int, filter map[string]string) ([]activit
 	if zero || k <= 0 {
 		return nil, nil
 	}
+	set, n := s.candidates(filter)
+	if n == 0 {
+		return nil, nil
+	}
+	var top []scored
+	if g := s.ann.g; g != nil && g.ef >= 0 && n >= s.ann.cfg.ExactBelow {
+		top = s.approx(g, q, k, filter, n)
+	}
+	if top != nil {
+		s.ann.approx.Add(1)
+	} else {
+		top = s.exact(q, k, filter, set)
+		s.ann.exact.Add(1)
+	}
+	hits := make([]activities.Hit, len(top))
+	for i, c := range top {
+		score := float64(c.score)
+		hits[i] = activities.Hit{Chunk: c.e.chunk(), Score: score, Similarity: &score}
+	}
+	return hits, nil
+}
+
+// approx searches the graph for the k chunks nearest q that match filter,
+// of at most n; nil when the walk found fewer than k, or when, filtered, it
+// would cost more than an exact scan of the n (the scan answers then).
+func (s *Store) approx(g *graph, q []float32, k int, filter map[string]string, n int) []scored {
+	var accept func(*entry) bool
+	budget := 0
+	if len(filter) > 0 {
+		accept = func(e *entry) bool { return matches(e.meta, filter) }
+		budget = max(n, 1)
+	}
+	ef := g.ef
+	if ef == 0 { // not calibrated yet
+		ef = s.ann.cfg.Params.EfSearch
+	}
+	cs, exhausted := g.search(q, max(ef, k), accept, budget)
+	if exhausted || len(cs) < k {
+		return nil
+	}
+	top := make([]scored, len(cs))
+	for i, c := range cs {
+		e := g.ents[c.id]
+		top[i] = scored{e: e, score: dot(q, e.vec)} // the exact scan's score, bit for bit
+	}
+	sortBest(top)
+	return top[:k]
+}
+
+// exact scans the chunks of set (all of them when nil) that match filter.
+func (s *Store) exact(q []float32, k int, filter map[string]string, set map[*entry]struct{}) []scored {
 	h := make(topHeap, 0, k+1)
-	for _, e := range s.chunks {
+	consider := func(e *entry) {
 		if e.zero || !matches(e.meta, filter) {
-			continue
+			return
 		}
 		c := scored{e: e, score: dot(q, e.vec)}
 		if len(h) < k {
@@ -749,7 +839,22 @@ func (s *Store) dense(vec []float32, k int, filter map[string]string) ([]activit
 			heap.Fix(&h, 0)
 		}
 	}
-	slices.SortFunc(h, func(a, b scored) int {
+	if set != nil {
+		for e := range set {
+			consider(e)
+		}
+	} else {
+		for _, e := range s.chunks {
+			consider(e)
+		}
+	}
+	sortBest(h)
+	return h
+}
+
+// sortBest sorts best first: higher score, then lower id.
+func sortBest(cs []scored) {
+	slices.SortFunc(cs, func(a, b scored) int {
 		if worse(a, b) {
 			return 1
 		}
@@ -758,27 +863,6 @@ func (s *Store) dense(vec []float32, k int, filter map[string]string) ([]activit
 		}
 		return 0
 	})
-	hits := make([]activities.Hit, len(h))
-	for i, c := range h {
-		score := float64(c.score)
-		hits[i] = activities.Hit{Chunk: c.e.chunk(), Score: score, Similarity: &score}
-	}
-	return hits, nil
-}
-
-func dot(a, b []float32) float32 {
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return s0 + s1 + s2 + s3
 }
 
 func (s *Store) keyword(ctx context.Context, text string, k int, filter map[string]string) ([]activities.Hit, error) {
