@@ -121,10 +121,10 @@ bench:
 	  $(BENCH_GO) -bench='^BenchmarkFourActivityWorkflow$$' -benchtime=$(BENCH_REF) ./internal/devserver/ && \
 	  $(BENCH_GO) -bench='^BenchmarkAssemble$$' ./convo/ && \
 	  $(BENCH_GO) -bench='^BenchmarkIngest$$' -benchtime=2x ./activities/ && \
-	  for n in $(BENCH_CHUNKS); do \
-	    CTXFLOW_BENCH_CHUNKS=$$n $(BENCH_GO) -bench='^BenchmarkSearch$$' -benchtime=200x ./activities/vecstore/ >bench/out/search.txt || exit 1; \
-	    sed "s|^BenchmarkSearch|BenchmarkSearch/chunks=$$n|" bench/out/search.txt; \
-	  done; } >bench/out/bench.txt 2>&1 || { tail -40 bench/out/bench.txt; exit 1; }
+	  for n in $(BENCH_CHUNKS); do for v in random clustered; do \
+	    CTXFLOW_BENCH_CHUNKS=$$n CTXFLOW_BENCH_VECTORS=$$v $(BENCH_GO) -bench='^BenchmarkSearch$$' -benchtime=200x ./activities/vecstore/ >bench/out/search.txt || exit 1; \
+	    sed "s|^BenchmarkSearch|BenchmarkSearch/$$v/chunks=$$n|" bench/out/search.txt; \
+	  done; done; } >bench/out/bench.txt 2>&1 || { tail -40 bench/out/bench.txt; exit 1; }
 	$(GO) run ./bench/report -peer bench/out/peer.json -json $(BENCH_JSON) <bench/out/bench.txt
 
 ## reliability: the fault suite at full size — 100 worker kills (SIGKILL) over

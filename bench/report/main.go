@@ -167,15 +167,18 @@ func table(m metrics, peer map[string]any) []row {
 		}
 		add("context assembly, branch of "+size+" messages", us, "µs", "", nil)
 	}
-	for _, n := range []string{"10000", "100000"} {
-		b := "BenchmarkSearch/chunks=" + n
-		target, recall := "", ""
-		if n == "100000" {
-			target, recall = "≤10", "≥0.95"
+	for _, v := range []string{"random", "clustered"} {
+		for _, n := range []string{"10000", "100000"} {
+			b := "BenchmarkSearch/" + v + "/chunks=" + n
+			target, recall := "", ""
+			if n == "100000" {
+				target, recall = "≤10", "≥0.95"
+			}
+			what := fmt.Sprintf("%s chunks (%s vectors)", n, v)
+			add("embedded dense search p50, "+what, get(b, "p50-ms"), "ms", target, nil)
+			add("embedded dense search p99, "+what, get(b, "p99-ms"), "ms", "", nil)
+			add("embedded dense search recall@10, "+what, get(b, "recall@10"), "", recall, nil)
 		}
-		add("embedded dense search p50, "+n+" chunks", get(b, "p50-ms"), "ms", target, nil)
-		add("embedded dense search p99, "+n+" chunks", get(b, "p99-ms"), "ms", "", nil)
-		add("embedded dense search recall@10, "+n+" chunks", get(b, "recall@10"), "", recall, nil)
 	}
 	add("ingestion (read, chunk, embed, store)", get("BenchmarkIngest/pipeline", "MB/s"), "MB/s", "", nil)
 	add("peer: first 10 turns mean", nil, "ms", "", p("first10_ms"))
