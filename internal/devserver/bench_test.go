@@ -27,8 +27,9 @@ func fourStepWorkflow(ctx workflow.Context) error {
 
 // BenchmarkFourActivityWorkflow measures starting a workflow of four
 // sequential instant activities and waiting for its result, with this
-// package's dynamic config and with the server's defaults for the latency
-// settings it changes.
+// package's settings and with the server's defaults for the latency
+// settings it changes and one history shard (as `temporal server
+// start-dev`): the naive reference turn of `make bench`.
 func BenchmarkFourActivityWorkflow(b *testing.B) {
 	serverDefaults := map[string]any{
 		"history.transferProcessorMaxPollRPS":  20,
@@ -37,12 +38,13 @@ func BenchmarkFourActivityWorkflow(b *testing.B) {
 		"matching.numTaskqueueWritePartitions": 4,
 	}
 	for _, bc := range []struct {
-		name string
-		dc   map[string]any
-	}{{"tuned", nil}, {"server-defaults", serverDefaults}} {
+		name   string
+		dc     map[string]any
+		shards int32
+	}{{"tuned", nil, 0}, {"server-defaults", serverDefaults, 1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
-			s, err := Start(ctx, Options{DynamicConfig: bc.dc, Logger: quietLogger()})
+			s, err := Start(ctx, Options{DynamicConfig: bc.dc, HistoryShards: bc.shards, Logger: quietLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}

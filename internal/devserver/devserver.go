@@ -167,6 +167,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 func (s *Server) prepareDatabase(ctx context.Context, opts Options) (*dbConfig, error) {
 	if opts.DataDir == "" {
 		db := newMemoryDB()
+		db.shards = cmp.Or(opts.HistoryShards, HistoryShards)
 		if err := ensureNamespace(ctx, db, opts); err != nil {
 			return nil, err
 		}
