@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throw-away PostgreSQL server for the tests, from Debian's packages
 # (installed when missing): a cluster in DIR, on a free loopback port,
-# trusting local connections, without fsync.
+# trusting local connections, without fsync (PG_DURABLE=1: with it).
 #
 #   scripts/postgres.sh start DIR   initialise DIR (once), start, print the URL
 #                                   (a restart keeps the port of the first start)
@@ -32,6 +32,10 @@ start)
     "${run[@]}" "$bin/initdb" -D "$dir/data" -U ctxflow --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
       { cat "$dir/initdb.log" >&2; exit 1; }
   fi
+  # Fast and unsafe by default; PG_DURABLE=1 for a test that crashes the
+  # server and expects what was committed to be there.
+  durable=off
+  [ "${PG_DURABLE:-}" = 1 ] && durable=on
   if [ -f "$dir/port" ]; then # started before: the same address again
     port=$(cat "$dir/port")
   else
@@ -42,7 +46,7 @@ start)
     echo "$port" >"$dir/port"
   fi
   "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" >/dev/null ||
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=$durable -c synchronous_commit=$durable -c max_connections=200" >/dev/null ||
     { cat "$dir/server.log" >&2; exit 1; }
   echo "postgres://ctxflow@127.0.0.1:$port/postgres?sslmode=disable"
   ;;

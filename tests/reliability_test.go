@@ -494,8 +494,9 @@ func TestReliabilityModelDown(t *testing.T) {
 
 // TestReliabilityStoreDown stops the PostgreSQL transcript store (an
 // immediate shutdown) while turns are being sent, and starts it again
-// 6 s later: the turns wait — their store steps are retried — and complete
-// once it is back, every message stored once, nothing half-written.
+// 15 s later (longer than a store step's start-to-close timeout): the turns
+// wait — their store steps are retried — and complete once it is back,
+// every message stored once, nothing half-written.
 func TestReliabilityStoreDown(t *testing.T) {
 	const sessions = 3
 	dir, err := os.MkdirTemp("", "ctxflow-pgdown-*")
@@ -505,7 +506,9 @@ func TestReliabilityStoreDown(t *testing.T) {
 	script, _ := filepath.Abs("../scripts/postgres.sh")
 	pg := func(cmd string) string {
 		t.Helper()
-		out, err := exec.Command(script, cmd, dir).Output()
+		c := exec.Command(script, cmd, dir)
+		c.Env = append(os.Environ(), "PG_DURABLE=1") // an immediate shutdown keeps what was committed
+		out, err := c.Output()
 		if err != nil {
 			t.Fatalf("postgres.sh %s: %v", cmd, err)
 		}
@@ -532,7 +535,7 @@ func TestReliabilityStoreDown(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the turns are in their steps
 	pg("stop")
 	down := time.Now()
-	time.Sleep(6 * time.Second)
+	time.Sleep(15 * time.Second)
 	pg("start")
 	for i := range sessions {
 		res, err := s.awaitTurn(ctx, sid(i), "t1")
@@ -543,7 +546,7 @@ func TestReliabilityStoreDown(t *testing.T) {
 			t.Fatalf("%s t2: %v %+v", sid(i), err, res)
 		}
 	}
-	t.Logf("store down for 6s: every turn completed %s after it went down", time.Since(down).Round(time.Millisecond))
+	t.Logf("store down for 15s: every turn completed %s after it went down", time.Since(down).Round(time.Millisecond))
 
 	db, err := sql.Open("pgx", url)
 	if err != nil {

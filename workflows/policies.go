@@ -36,9 +36,13 @@ func retryPolicy(initial, max time.Duration, attempts int) *temporal.RetryPolicy
 // transcript and store reads and writes on the worker, retried quickly.
 func localCtx(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         retryPolicy(200*time.Millisecond, 5*time.Second, 10),
-		Summary:             summary,
+		// Without a schedule-to-close timeout the SDK ends the retries at
+		// the start-to-close one (10 s): a store down for longer failed
+		// the turn after six attempts. Ten attempts take about 26 s.
+		ScheduleToCloseTimeout: time.Minute,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy:            retryPolicy(200*time.Millisecond, 5*time.Second, 10),
+		Summary:                summary,
 	})
 }
 

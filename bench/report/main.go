@@ -212,9 +212,23 @@ func print(w io.Writer, rows []row) {
 	tw.Flush()
 }
 
+// markdown writes rows as a Markdown table.
+func markdown(w io.Writer, rows []row) {
+	fmt.Fprintln(w, "| figure | ctxflow | unit | target | met | peer (LangGraph.js) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, r := range rows {
+		met := ""
+		if r.Met != nil {
+			met = map[bool]string{true: "yes", false: "**no**"}[*r.Met]
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Name, show(r.Value), r.Unit, r.Target, met, show(r.Peer))
+	}
+}
+
 func main() {
 	peerFile := flag.String("peer", "", "the peer's JSON (scripts/peer.sh); empty: no peer rows")
 	out := flag.String("json", "bench/results.json", "where to write the figures")
+	md := flag.Bool("markdown", false, "print the table as Markdown (for bench/BASELINE.md)")
 	flag.Parse()
 	m, err := parse(os.Stdin, io.Discard)
 	if err != nil {
@@ -233,7 +247,11 @@ func main() {
 		}
 	}
 	rows := table(m, peer)
-	print(os.Stdout, rows)
+	if *md {
+		markdown(os.Stdout, rows)
+	} else {
+		print(os.Stdout, rows)
+	}
 	host, _ := os.Hostname()
 	data, err := json.MarshalIndent(map[string]any{
 		"at": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": runtime.NumCPU(), "go": runtime.Version(),
