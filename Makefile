@@ -133,7 +133,7 @@ bench:
 ## (`make test` runs it bounded: 10 kills, 10 s of load). Log: bench/out/.
 reliability:
 	@mkdir -p bench/out
-	CTXFLOW_RELIABILITY_KILLS=100 CTXFLOW_RELIABILITY_LOAD=60s $(GO) test -count=1 -timeout=30m -v -run='^TestReliability' ./tests/ >bench/out/reliability.log 2>&1 || \
+	@CTXFLOW_RELIABILITY_KILLS=100 CTXFLOW_RELIABILITY_LOAD=60s $(GO) test -count=1 -timeout=30m -v -run='^TestReliability' ./tests/ >bench/out/reliability.log 2>&1 || \
 		{ grep -E 'reliability_test.go|^(--- |ok|FAIL)' bench/out/reliability.log; exit 1; }
 	@grep -E 'reliability_test.go|^(--- |ok|FAIL)' bench/out/reliability.log
 
