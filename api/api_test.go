@@ -1273,14 +1273,15 @@ func TestBackpressure(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 2)
 	var calls atomic.Int64
-	recordUpdate(t, f, func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	// Called from concurrent requests: no recordUpdate, which appends.
+	f.UpdateWithStartWorkflowFn = func(_ context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
 		if calls.Add(1) <= 2 {
 			entered <- struct{}{}
 			<-release
 		}
 		req := opts.UpdateOptions.Args[0].(workflows.TurnRequest)
 		return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, workflows.TurnResult{TurnID: req.TurnID, Status: workflows.TurnCompleted, Answer: "ok"})}, nil
-	})
+	}
 	opts := options()
 	opts.MaxInFlight = 2
 	h := api.New(f, opts).Handler()
