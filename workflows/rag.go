@@ -335,8 +335,11 @@ func (c *corrective) generate(ctx workflow.Context) error {
 			gin := *c.in.Generate
 			// Documents that passed before a failed retrieval are still used.
 			gin.UseDocs, gin.Docs = len(docs) > 0 || c.res.Retrieval.Error == "", docs
+			// Three attempts of the model's own; more for lost workers
+			// (see lostWorkerAttempts).
+			gin.Attempts = 3
 			var gen activities.GenerateResult
-			err := workflow.ExecuteActivity(c.actx(ctx, "generate with "+gin.Model, c.in.Limits.LLMTimeout, 3), sa.Generate, gin).Get(ctx, &gen)
+			err := workflow.ExecuteActivity(c.actx(ctx, "generate with "+gin.Model, c.in.Limits.LLMTimeout, 3+lostWorkerAttempts), sa.Generate, gin).Get(ctx, &gen)
 			c.res.Answer, c.res.Model, c.res.Engine = gen.Answer, gen.Model, gen.Engine
 			c.res.PromptTokens, c.res.CompletionTokens = gen.PromptTokens, gen.CompletionTokens
 			return detail, err
