@@ -45,85 +45,52 @@ type cand struct {
 	id int32
 }
 
-// minHeap pops the nearest candidate first.
-type minHeap []cand
+// candHeap is a binary heap of candidates: the nearest at the root, or the
+// farthest when far is set.
+type candHeap struct {
+	a   []cand
+	far bool
+}
 
-func (h *minHeap) push(c cand) {
-	*h = append(*h, c)
-	a := *h
-	i := len(a) - 1
-	for i > 0 {
+// above reports whether a[i] belongs nearer the root than a[j].
+func (h *candHeap) above(i, j int) bool {
+	if h.far {
+		return h.a[i].d > h.a[j].d
+	}
+	return h.a[i].d < h.a[j].d
+}
+
+func (h *candHeap) push(c cand) {
+	h.a = append(h.a, c)
+	for i := len(h.a) - 1; i > 0; {
 		p := (i - 1) / 2
-		if a[p].d <= a[i].d {
+		if !h.above(i, p) {
 			break
 		}
-		a[p], a[i] = a[i], a[p]
+		h.a[p], h.a[i] = h.a[i], h.a[p]
 		i = p
 	}
 }
 
-func (h *minHeap) pop() cand {
-	a := *h
-	top := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
+func (h *candHeap) pop() cand {
+	top := h.a[0]
+	n := len(h.a) - 1
+	h.a[0] = h.a[n]
+	h.a = h.a[:n]
 	for i := 0; ; {
-		l, small := 2*i+1, i
-		if l < n && a[l].d < a[small].d {
-			small = l
+		l, first := 2*i+1, i
+		if l < n && h.above(l, first) {
+			first = l
 		}
-		if r := l + 1; r < n && a[r].d < a[small].d {
-			small = r
+		if r := l + 1; r < n && h.above(r, first) {
+			first = r
 		}
-		if small == i {
+		if first == i {
 			break
 		}
-		a[i], a[small] = a[small], a[i]
-		i = small
+		h.a[i], h.a[first] = h.a[first], h.a[i]
+		i = first
 	}
-	*h = a
-	return top
-}
-
-// maxHeap keeps the farthest candidate at the root.
-type maxHeap []cand
-
-func (h *maxHeap) push(c cand) {
-	*h = append(*h, c)
-	a := *h
-	i := len(a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if a[p].d >= a[i].d {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *maxHeap) pop() cand {
-	a := *h
-	top := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	for i := 0; ; {
-		l, big := 2*i+1, i
-		if l < n && a[l].d > a[big].d {
-			big = l
-		}
-		if r := l + 1; r < n && a[r].d > a[big].d {
-			big = r
-		}
-		if big == i {
-			break
-		}
-		a[i], a[big] = a[big], a[i]
-		i = big
-	}
-	*h = a
 	return top
 }
 
@@ -367,8 +334,8 @@ func (g *graph) greedy(q []float32, ep cand, layer int) cand {
 // reports exhausted (the caller scans exactly instead).
 func (g *graph) searchLayer(q []float32, eps []cand, ef, layer int, ok func(int32) bool, vis *visited, budget int) (_ []cand, exhausted bool) {
 	vis.reset(len(g.vecs))
-	var cands minHeap = make([]cand, 0, 2*ef)
-	var res maxHeap = make([]cand, 0, ef+1)
+	cands := candHeap{a: make([]cand, 0, 2*ef)}
+	res := candHeap{a: make([]cand, 0, ef+1), far: true}
 	for _, e := range eps {
 		if vis.visit(e.id) {
 			continue
@@ -376,14 +343,14 @@ func (g *graph) searchLayer(q []float32, eps []cand, ef, layer int, ok func(int3
 		cands.push(e)
 		if ok == nil || ok(e.id) {
 			res.push(e)
-			if len(res) > ef {
+			if len(res.a) > ef {
 				res.pop()
 			}
 		}
 	}
-	for len(cands) > 0 {
+	for len(cands.a) > 0 {
 		c := cands.pop()
-		if len(res) >= ef && c.d > res[0].d {
+		if len(res.a) >= ef && c.d > res.a[0].d {
 			break
 		}
 		for _, nb := range g.links(c.id, layer) {
@@ -396,18 +363,18 @@ func (g *graph) searchLayer(q []float32, eps []cand, ef, layer int, ok func(int3
 				}
 			}
 			d := 1 - dot(q, g.vecs[nb])
-			if len(res) < ef || d < res[0].d {
+			if len(res.a) < ef || d < res.a[0].d {
 				cands.push(cand{d, nb})
 				if ok == nil || ok(nb) {
 					res.push(cand{d, nb})
-					if len(res) > ef {
+					if len(res.a) > ef {
 						res.pop()
 					}
 				}
 			}
 		}
 	}
-	out := []cand(res)
+	out := res.a
 	slices.SortFunc(out, byDistance)
 	return out, false
 }
