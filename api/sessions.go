@@ -66,6 +66,19 @@ func sessionOf(c *gin.Context) (sessionRef, error) {
 	return sessionRef{tenant: t, id: id}, nil
 }
 
+// turnOf returns the session and the turn id a /turns/{turnId} route names.
+func turnOf(c *gin.Context) (sessionRef, string, error) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		return ref, "", err
+	}
+	turnID := c.Param("turnId")
+	if err := workflows.ValidateID("turnId", turnID); err != nil {
+		return ref, "", errInvalid("%s", err)
+	}
+	return ref, turnID, nil
+}
+
 // bindJSON decodes a JSON body strictly: unknown fields are errors, and so
 // are bytes that are not UTF-8 (encoding/json would quietly turn them into
 // U+FFFD).
@@ -604,14 +617,9 @@ func writeTurn(c *gin.Context, res workflows.TurnResult) {
 }
 
 func (s *Server) getTurn(c *gin.Context) {
-	ref, err := sessionOf(c)
+	ref, turnID, err := turnOf(c)
 	if err != nil {
 		writeError(c, err)
-		return
-	}
-	turnID := c.Param("turnId")
-	if err := workflows.ValidateID("turnId", turnID); err != nil {
-		writeError(c, errInvalid("%s", err))
 		return
 	}
 	var res workflows.TurnResult

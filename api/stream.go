@@ -94,14 +94,9 @@ func (s *Server) streamTurn(c *gin.Context, ref sessionRef, req workflows.TurnRe
 // turnEvents answers GET /v1/sessions/{id}/turns/{turnId}/events: the
 // stream of a turn, after the event named by Last-Event-ID.
 func (s *Server) turnEvents(c *gin.Context) {
-	ref, err := sessionOf(c)
+	ref, turnID, err := turnOf(c)
 	if err != nil {
 		writeError(c, err)
-		return
-	}
-	turnID := c.Param("turnId")
-	if err := workflows.ValidateID("turnId", turnID); err != nil {
-		writeError(c, errInvalid("%s", err))
 		return
 	}
 	after := 0
