@@ -66,6 +66,8 @@ type Config struct {
 // Client is an Ollama chat model. It is safe for concurrent use.
 type Client struct {
 	api       *api.Client
+	http      *http.Client
+	base      *url.URL
 	host      string
 	timeout   time.Duration
 	keepAlive *api.Duration
@@ -94,6 +96,8 @@ func New(cfg Config) (*Client, error) {
 
 	c := &Client{
 		api:     api.NewClient(base, &hc),
+		http:    &hc,
+		base:    base,
 		host:    base.String(),
 		timeout: cmp.Or(cfg.Timeout, DefaultTimeout),
 	}
@@ -145,7 +149,7 @@ func (c *Client) Chat(ctx context.Context, req activities.ChatRequest, onDelta f
 		final   api.ChatResponse
 		done    bool
 	)
-	err = c.api.Chat(callCtx, areq, func(r api.ChatResponse) error {
+	err = c.chat(callCtx, areq, func(r api.ChatResponse) error {
 		if r.Message.Content != "" {
 			content.WriteString(r.Message.Content)
 			if onDelta != nil {

@@ -22,7 +22,7 @@ import (
 )
 
 // serve starts h and returns a client for it.
-func serve(t *testing.T, cfg ollama.Config, h http.HandlerFunc) *ollama.Client {
+func serve(t testing.TB, cfg ollama.Config, h http.HandlerFunc) *ollama.Client {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -529,5 +529,41 @@ func TestAgainstFake(t *testing.T) {
 	}
 	if calls := fake.Calls(); calls.Chat != 5 || calls.Version != 1 {
 		t.Errorf("fake calls = %+v", calls)
+	}
+}
+
+// TestChatLongLines: a line longer than the pooled first buffer (64 KB)
+// grows it, up to the SDK's 8 MB, and the stream goes on after it.
+func TestChatLongLines(t *testing.T) {
+	long := strings.Repeat("长", 100_000) // 300 KB of UTF-8 in one line
+	c := serve(t, ollama.Config{}, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		line(w, fragment(long))
+		line(w, fragment("!"))
+		line(w, final(1, 2))
+	})
+	for range 2 { // the second call reuses the pooled buffer
+		resp, err := c.Chat(t.Context(), activities.ChatRequest{Model: "m", Messages: userMsg("hi")}, func(string) {})
+		if err != nil || resp.Content != long+"!" {
+			t.Fatalf("Chat: %d bytes, %v; want %d", len(resp.Content), err, len(long)+1)
+		}
+	}
+}
+
+// BenchmarkChat is one streamed call against a local server: its
+// allocations are what the worker's garbage collector pays a model call.
+func BenchmarkChat(b *testing.B) {
+	c := serve(b, ollama.Config{}, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for _, s := range []string{"Hello", ", ", "world"} {
+			line(w, fragment(s))
+		}
+		line(w, final(12, 3))
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Chat(b.Context(), activities.ChatRequest{Model: "m", Messages: userMsg("hi")}, func(string) {}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
