@@ -191,6 +191,7 @@ func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.
 		}
 	}()
 	copts := client.Options{HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace(), Logger: sdkLogger(log)}
+	copts.ConnectionOptions.GrpcCompression = grpcCompression(cfg.TemporalCompression, copts.HostPort)
 	tel.ClientOptions(&copts)
 	c, err := client.DialContext(ctx, copts)
 	if err != nil {
@@ -276,6 +277,7 @@ func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger, with
 		opts.Namespace = cfg.TemporalNamespace
 	}
 	opts.Logger = sdkLogger(log)
+	opts.ConnectionOptions.GrpcCompression = grpcCompression(cfg.TemporalCompression, opts.HostPort)
 	for _, f := range with {
 		f(&opts)
 	}
@@ -284,6 +286,29 @@ func dialExternal(ctx context.Context, cfg config.Config, log *slog.Logger, with
 		return nil, fmt.Errorf("connect to temporal at %s: %w", opts.HostPort, err)
 	}
 	return c, nil
+}
+
+// grpcCompression is the compression of the connection to hostPort for
+// CTXFLOW_TEMPORAL_COMPRESSION: on loopback ("auto") gzip only costs CPU,
+// in the server and in every client, for bytes that never leave the host.
+func grpcCompression(mode, hostPort string) client.GrpcCompression {
+	if mode == "gzip" || mode == "auto" && !loopback(hostPort) {
+		return &client.GrpcCompressionGzip{}
+	}
+	return &client.GrpcCompressionNone{}
+}
+
+// loopback reports a host:port on this host's loopback interface.
+func loopback(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		host = hostPort
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serve runs a worker, and the API too when withAPI is set, until ctx ends.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/pgtest"
 )
@@ -60,5 +62,27 @@ func TestKey(t *testing.T) {
 	t.Setenv("CTXFLOW_ALLOW_ANONYMOUS", "false")
 	if code := run([]string{"api"}, new(bytes.Buffer), new(bytes.Buffer)); code != 1 {
 		t.Errorf("ctxflow api without keys = %d, want 1", code)
+	}
+}
+
+// TestGRPCCompression: "auto" compresses only connections that leave the
+// host.
+func TestGRPCCompression(t *testing.T) {
+	for _, tc := range []struct {
+		mode, addr string
+		gzip       bool
+	}{
+		{"auto", "127.0.0.1:7233", false},
+		{"auto", "localhost:7233", false},
+		{"auto", "[::1]:7233", false},
+		{"auto", "temporal.example.com:7233", true},
+		{"auto", "10.0.0.5:7233", true},
+		{"gzip", "127.0.0.1:7233", true},
+		{"none", "temporal.example.com:7233", false},
+	} {
+		_, gzip := grpcCompression(tc.mode, tc.addr).(*client.GrpcCompressionGzip)
+		if gzip != tc.gzip {
+			t.Errorf("grpcCompression(%q, %q) gzip = %v, want %v", tc.mode, tc.addr, gzip, tc.gzip)
+		}
 	}
 }

@@ -23,6 +23,10 @@ type Config struct {
 	// TEMPORAL_API_KEY, TEMPORAL_PROFILE).
 	TemporalAddress   string
 	TemporalNamespace string
+	// TemporalCompression is the gRPC compression to the Temporal server:
+	// "gzip", "none", or "auto" (none on loopback, where compressing only
+	// costs CPU; gzip elsewhere).
+	TemporalCompression string
 
 	HTTPAddr        string
 	UIPort          int
@@ -91,6 +95,7 @@ var Vars = []Var{
 	{"TEMPORAL_ADDRESS", "127.0.0.1:7233", "Temporal frontend for `ctxflow worker` and `ctxflow api` (`ctxflow dev` runs its own)"},
 	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace"},
 	{"TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE", "unset", "TLS, API key and profile, read by the Temporal SDK's environment config"},
+	{"CTXFLOW_TEMPORAL_COMPRESSION", "auto", "gRPC compression to Temporal: `gzip`, `none`, or `auto` (none when the address is loopback, as for `ctxflow dev`; gzip otherwise)"},
 	{"CTXFLOW_HTTP_ADDR", ":8080", "address of the HTTP API"},
 	{"CTXFLOW_UI_PORT", "8233", "`ctxflow dev`: port of the Temporal Web UI (0 turns it off)"},
 	{"CTXFLOW_TEMPORAL_PORT", "7233", "`ctxflow dev`: port of the embedded Temporal frontend (0 picks a free one)"},
@@ -126,6 +131,7 @@ var Vars = []Var{
 	{"CTXFLOW_RECENT_TURNS", "32", "turn results a session keeps for the turn and steps queries"},
 	{"CTXFLOW_SQL_DATABASE", "demo", "the agent's read-only SQL database: `demo` (a shop of 14 tables, generated under `$CTXFLOW_DATA_DIR/demo/shop.db`), the path of a SQLite file, or a `postgres://` URL"},
 	{"MAX_STEPS", "12", "default `maxSteps` of new sessions: agent task steps before the task pauses with a progress summary"},
+	{"CTXFLOW_FAST_MODEL", "500ms", "a chat model whose answers in a session have taken less than this on average is called as a local activity inside the turn's workflow task (one workflow task a turn instead of two); slower ones, and a failure there, as regular activities; 0: always regular"},
 	{"MESSAGE_COMPRESS_RECENT_WINDOW", "10", "unfolded messages a task's model view holds before older steps are folded into its running summary"},
 	{"MESSAGE_COMPRESS_MAX_LENGTH", "5000", "characters of a tool result in a task's model view (lists cut to their first 10 items); the transcript keeps it whole"},
 	{"CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys"},
@@ -145,6 +151,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c := Config{
 		TemporalAddress:     p.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
 		TemporalNamespace:   p.str("TEMPORAL_NAMESPACE", "default"),
+		TemporalCompression: p.str("CTXFLOW_TEMPORAL_COMPRESSION", "auto"),
 		HTTPAddr:            p.str("CTXFLOW_HTTP_ADDR", ":8080"),
 		UIPort:              p.int("CTXFLOW_UI_PORT", 8233),
 		TemporalPort:        p.int("CTXFLOW_TEMPORAL_PORT", 7233),
@@ -195,6 +202,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.Limits.IdleTTL = p.dur("CTXFLOW_SESSION_IDLE_TTL", c.Limits.IdleTTL)
 	c.Limits.RecentTurns = p.int("CTXFLOW_RECENT_TURNS", c.Limits.RecentTurns)
 	c.Limits.TaskRecentMessages = p.int("MESSAGE_COMPRESS_RECENT_WINDOW", c.Limits.TaskRecentMessages)
+	c.Limits.FastModel = p.dur("CTXFLOW_FAST_MODEL", c.Limits.FastModel)
 
 	if err := c.LogLevel.UnmarshalText([]byte(p.str("CTXFLOW_LOG_LEVEL", "info"))); err != nil {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_LOG_LEVEL: %w", err))
@@ -236,6 +244,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	if c.ModelProvider != "auto" && c.ModelProvider != "ollama" && c.ModelProvider != "offline" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MODEL_PROVIDER %q: want auto, ollama or offline", c.ModelProvider))
 	}
+	if c.TemporalCompression != "auto" && c.TemporalCompression != "gzip" && c.TemporalCompression != "none" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TEMPORAL_COMPRESSION %q: want auto, gzip or none", c.TemporalCompression))
+	}
 	if c.Tokenizer != "cl100k_base" && c.Tokenizer != "o200k_base" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOKENIZER %q: want cl100k_base or o200k_base", c.Tokenizer))
 	}
@@ -276,6 +287,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		{"CTXFLOW_RECENT_TURNS", func(k *knobs) { k.l.RecentTurns = c.Limits.RecentTurns }},
 		{"MAX_STEPS", func(k *knobs) { k.s.MaxSteps = c.Session.MaxSteps }},
 		{"MESSAGE_COMPRESS_RECENT_WINDOW", func(k *knobs) { k.l.TaskRecentMessages = c.Limits.TaskRecentMessages }},
+		{"CTXFLOW_FAST_MODEL", func(k *knobs) { k.l.FastModel = c.Limits.FastModel }},
 	} {
 		k := knobs{workflows.DefaultSessionConfig(), workflows.DefaultLimits()}
 		v.set(&k)

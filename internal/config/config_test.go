@@ -34,6 +34,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		TemporalAddress:     "127.0.0.1:7233",
 		TemporalNamespace:   "default",
+		TemporalCompression: "auto",
 		HTTPAddr:            ":8080",
 		UIPort:              8233,
 		TemporalPort:        7233,
@@ -116,6 +117,7 @@ func TestOverrides(t *testing.T) {
 			return reflect.DeepEqual(c.AltEmbeddingModels, []string{"nomic-embed-text", "offline"})
 		}},
 		{"CTXFLOW_TOKENIZER", "o200k_base", func(c Config) bool { return c.Tokenizer == "o200k_base" }},
+		{"CTXFLOW_TEMPORAL_COMPRESSION", "gzip", func(c Config) bool { return c.TemporalCompression == "gzip" }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "false", func(c Config) bool { return !c.TranscriptSync }},
 		{"CTXFLOW_TRANSCRIPT_FSYNC", "0", func(c Config) bool { return !c.TranscriptSync }},
 		{"DATABASE_URL", "postgres://db/ctxflow", func(c Config) bool { return c.DatabaseURL == "postgres://db/ctxflow" }},
@@ -206,6 +208,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_LOG_LEVEL", "verbose"},
 		{"CTXFLOW_LOG_FORMAT", "xml"},
 		{"CTXFLOW_TOKENIZER", "p50k_base"},
+		{"CTXFLOW_TEMPORAL_COMPRESSION", "zstd"},
 		{"CTXFLOW_MODEL_PROVIDER", "openai"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "sqlite"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "postgres"}, // without DATABASE_URL
