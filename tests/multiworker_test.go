@@ -32,7 +32,10 @@ import (
 func TestMultiWorker(t *testing.T) {
 	const sessions, turns = 10, 10
 	url := pgtest.Database(t)
-	s := startStack(t, stackOptions{modelDelay: 200 * time.Millisecond})
+	// A 200 ms model is slower than FastModel here: its calls stay regular
+	// activities, which the other worker must retry. (Calls in a workflow
+	// task lost with a worker: TestReliabilityWorkerKills.)
+	s := startStack(t, stackOptions{modelDelay: 200 * time.Millisecond, limits: workflows.Limits{FastModel: 50 * time.Millisecond}})
 	env := append(slices.Clone(s.env), "CTXFLOW_TRANSCRIPT_STORE=postgres", "DATABASE_URL="+url, "CTXFLOW_LOG_LEVEL=info")
 	workers := []*namedWorker{startNamedWorker(t, s, env, "a"), startNamedWorker(t, s, env, "b")}
 	logs := func() string {

@@ -98,6 +98,32 @@ func TestRecordHistory(t *testing.T) {
 	}
 }
 
+// TestRecordFastModelHistory records a session whose instant model is
+// called in the workflow task (Limits.FastModel) after its first answer,
+// with one call that fails there and is made again as an activity. Same
+// switch as TestRecordHistory.
+func TestRecordFastModelHistory(t *testing.T) {
+	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
+		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
+	}
+	s := startStack(t, stackOptions{limits: workflows.Limits{IdleTTL: 3 * time.Second}})
+	s.startWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for i := range 4 {
+		if i == 2 {
+			s.model.FailNext(1, http.StatusServiceUnavailable)
+		}
+		res, _, err := s.turn(ctx, "fast", fmt.Sprintf("t%d", i), fmt.Sprintf("question %d", i))
+		if err != nil || res.Status != workflows.TurnCompleted {
+			t.Fatalf("turn %d: %v %+v", i, err, res)
+		}
+	}
+	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "fast")
+	time.Sleep(5 * time.Second) // past the idle TTL
+	writeHistory(t, ctx, s, wid, "", "testdata/session_fast_model.json")
+}
+
 // TestRecordQAHistory records a session on the qa route (a turn through the
 // corrective child workflow, a follow-up rewritten first, small talk) and
 // the child's own history. Same switch as TestRecordHistory.

@@ -102,6 +102,8 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	t.Cleanup(func() { _ = srv.Stop() })
 	c, err := client.DialContext(ctx, client.Options{
 		HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace(), Logger: sdklog.NewStructuredLogger(quietLogger()),
+		// as `ctxflow dev` and `ctxflow api` on loopback (CTXFLOW_TEMPORAL_COMPRESSION=auto)
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
 	})
 	if err != nil {
 		t.Fatalf("dial temporal: %v", err)
@@ -115,6 +117,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	defaults := workflows.DefaultSessionConfig()
 	if o.limits.HeartbeatTimeout == 0 { // notice a killed worker quickly
 		o.limits.HeartbeatTimeout = 2 * time.Second
+	}
+	if o.limits.FastModel == 0 { // as configured by default
+		o.limits.FastModel = workflows.DefaultLimits().FastModel
 	}
 	apiSrv := httptest.NewServer(api.New(c, api.Options{
 		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Keys: o.keys, MaxInFlight: o.maxInFlight, Logger: quietLogger(),
@@ -296,11 +301,14 @@ func retryReason(code int, err error) string {
 	return fmt.Sprintf("%d %s", code, msg)
 }
 
-// ingestREADME ingests the project's README with `ctxflow ingest` and
-// returns the chunks' source (its file name).
+// ingestREADME ingests a snapshot of the project's README
+// (testdata/README.md, README.md at 439a569) with `ctxflow ingest` and
+// returns its source name, README.md. A snapshot: the README grows with
+// every feature, and what the offline retrieval ranks first for a question
+// moved with it. Refresh it on purpose, checking the answers.
 func (s *stack) ingestREADME(t testing.TB) string {
 	t.Helper()
-	readme, err := filepath.Abs("../README.md")
+	readme, err := filepath.Abs("testdata/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,12 @@ type Limits struct {
 	// holds before older steps are folded into its running summary
 	// (MESSAGE_COMPRESS_RECENT_WINDOW).
 	TaskRecentMessages int `json:"taskRecentMessages,omitempty"`
+	// FastModel: a chat model whose answers in this session have taken
+	// less than this on average is called as a local activity, inside the
+	// turn's workflow task (one workflow task a turn instead of two, no
+	// activity dispatch); a slower one, or one that fails there, as a
+	// regular activity. 0 (and sessions started before it existed): never.
+	FastModel time.Duration `json:"fastModel,omitempty"`
 }
 
 // DefaultLimits returns the defaults documented in the README.
@@ -37,6 +43,7 @@ func DefaultLimits() Limits {
 		RecentTurns:        32,
 		LLMMaxTokens:       2000,
 		TaskRecentMessages: 10,
+		FastModel:          500 * time.Millisecond,
 	}
 }
 
@@ -84,6 +91,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("LLM max tokens %d out of range [1, 1000000]", l.LLMMaxTokens)
 	case l.TaskRecentMessages < 0 || l.TaskRecentMessages > 1000:
 		return fmt.Errorf("task recent messages %d out of range [1, 1000]", l.TaskRecentMessages)
+	case l.FastModel < 0 || l.FastModel > 10*time.Second:
+		return fmt.Errorf("fast model bound %s out of range [0, 10s]", l.FastModel)
 	}
 	return nil
 }

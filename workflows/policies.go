@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -44,6 +45,26 @@ func localCtx(ctx workflow.Context, summary string) workflow.Context {
 		RetryPolicy:            retryPolicy(200*time.Millisecond, 5*time.Second, 10),
 		Summary:                summary,
 	})
+}
+
+// fastModelCtx is the context of a fast model's call in the workflow task
+// (Limits.FastModel): one attempt, bounded well under the workflow task's
+// own timeout; the caller falls back to a regular activity.
+func fastModelCtx(ctx workflow.Context, limits Limits, summary string) workflow.Context {
+	timeout := max(2*time.Second, 4*limits.FastModel)
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: timeout,
+		StartToCloseTimeout:    timeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:                summary,
+	})
+}
+
+// permanent reports a failure no retry can fix (a non-retryable
+// application error: unknown model, invalid request).
+func permanent(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
 
 // activityCtx is the context of a regular activity under limits: model

@@ -36,6 +36,8 @@ type fakeModel struct {
 	summaryErr error
 	// promptTokens, when set, is what the model reports as its prompt size.
 	promptTokens int
+	// next are failures of the next calls, one each, before err.
+	next []error
 }
 
 func isSummaryPrompt(req activities.ChatRequest) bool {
@@ -53,6 +55,11 @@ func (m *fakeModel) Chat(_ context.Context, req activities.ChatRequest, _ func(s
 		return activities.ChatResponse{Content: fmt.Sprintf("summary %d", len(m.summaries))}, nil
 	}
 	m.calls = append(m.calls, req)
+	if len(m.next) > 0 {
+		err := m.next[0]
+		m.next = m.next[1:]
+		return activities.ChatResponse{}, err
+	}
 	if m.err != nil {
 		return activities.ChatResponse{}, m.err
 	}
@@ -515,5 +522,52 @@ func TestLostWorkersDoNotSpendTheModelsAttempts(t *testing.T) {
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
 	if o.result.Status != workflows.TurnCompleted || o.result.Answer != "answer after the losses" || lost != 6 {
 		t.Fatalf("result = %+v after %d lost attempts", o.result, lost)
+	}
+}
+
+// TestFastModelRunsInTheWorkflowTask: once the model has answered fast,
+// its calls run in the turn's workflow task; a call that fails there for a
+// transient reason is made again as an activity, a permanent failure is
+// not.
+func TestFastModelRunsInTheWorkflowTask(t *testing.T) {
+	h := newHarness(t)
+	var turns []*outcome
+	for i := range 5 {
+		turns = append(turns, h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)}))
+	}
+	h.env.RegisterDelayedCallback(func() { h.model.next = []error{errors.New("connection reset")} }, 2500*time.Millisecond)
+	h.env.RegisterDelayedCallback(func() {
+		h.model.next = []error{&activities.ModelError{StatusCode: 404, Message: `model "m" not found`}}
+	}, 3500*time.Millisecond)
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour, FastModel: 500 * time.Millisecond}))
+
+	inTask := func(r workflows.TurnResult) any {
+		for _, st := range r.Steps {
+			if st.Name == "generate" {
+				return st.Details["inWorkflowTask"]
+			}
+		}
+		return nil
+	}
+	for i, tc := range []struct {
+		status string
+		inTask bool
+	}{
+		{workflows.TurnCompleted, false}, // no answer time yet
+		{workflows.TurnCompleted, true},
+		{workflows.TurnCompleted, false}, // "connection reset" in the task, answered as an activity
+		{workflows.TurnFailed, true},     // 404 in the task: not called again
+		{workflows.TurnCompleted, true},
+	} {
+		r := turns[i].result
+		if r.Status != tc.status || inTask(r) != tc.inTask {
+			t.Errorf("turn %d: status %s, in the workflow task %v; want %s, %v (%+v)", i, r.Status, inTask(r), tc.status, tc.inTask, r)
+		}
+	}
+	if got := len(h.model.calls); got != 6 {
+		t.Errorf("model called %d times, want 6 (one a turn, one more for the transient failure)", got)
+	}
+	if ms, ok := h.state(t).ModelMS[workflows.DefaultSessionConfig().LLMModel]; !ok || ms >= 500 {
+		t.Errorf("answer time %v (%v), want a fast one", ms, ok)
 	}
 }

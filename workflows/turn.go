@@ -135,17 +135,66 @@ func (s *session) generateInput(req TurnRequest, cfg SessionConfig, lc activitie
 
 // generate is the chat route's generate step. (Before the corrective loop,
 // in histories of its version 0, Generate also retrieved; they replay its
-// recorded results.)
+// recorded results.) A fast model (Limits.FastModel) is called in the
+// turn's workflow task; if that fails but for good, as an activity.
 func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionConfig, lc activities.LoadContextResult, res *TurnResult) (activities.GenerateResult, error) {
 	var gen activities.GenerateResult
+	in := s.generateInput(req, cfg, lc)
 	err := s.step(ctx, res, "generate", func() (map[string]any, error) {
-		// The model's own failures are bounded in the activity (Attempts);
-		// the policy also allows for attempts lost with a worker.
-		err := workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1+lostWorkerAttempts),
-			sa.Generate, s.generateInput(req, cfg, lc)).Get(ctx, &gen)
-		return generateDetails(cfg.LLMModel, gen), err
+		start := workflow.Now(ctx)
+		inTask := s.fastModel(ctx, cfg.LLMModel)
+		var err error
+		if inTask {
+			local := in
+			local.Attempts = 0 // one attempt here; the activity below has the budget
+			err = workflow.ExecuteLocalActivity(fastModelCtx(ctx, s.limits, "generate with "+cfg.LLMModel+" (fast model, in the workflow task)"),
+				sa.Generate, local).Get(ctx, &gen)
+			if err != nil && !permanent(err) {
+				s.logger.Info("fast model call failed in the workflow task; calling it as an activity", "model", cfg.LLMModel, "error", err)
+				inTask = false
+			}
+		}
+		if !inTask {
+			// The model's own failures are bounded in the activity
+			// (Attempts); the policy also allows for attempts lost with a
+			// worker.
+			err = workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1+lostWorkerAttempts),
+				sa.Generate, in).Get(ctx, &gen)
+		}
+		if err == nil {
+			s.observeModel(cfg.LLMModel, workflow.Now(ctx).Sub(start))
+		}
+		details := generateDetails(cfg.LLMModel, gen)
+		details["inWorkflowTask"] = inTask
+		return details, err
 	})
 	return gen, err
+}
+
+// fastModel reports a model whose answers in this session have been fast
+// enough to call it in the workflow task (Limits.FastModel).
+func (s *session) fastModel(ctx workflow.Context, model string) bool {
+	ms, ok := s.st.ModelMS[model]
+	if s.limits.FastModel <= 0 || !ok || ms >= float64(s.limits.FastModel.Milliseconds()) {
+		return false
+	}
+	// Runs recorded before fast models replay with activities only.
+	return workflow.GetVersion(ctx, "fast-model", workflow.DefaultVersion, 1) >= 1
+}
+
+// observeModel folds one answer time into the model's running average.
+func (s *session) observeModel(model string, took time.Duration) {
+	if s.limits.FastModel <= 0 {
+		return
+	}
+	ms := float64(took.Milliseconds())
+	if s.st.ModelMS == nil {
+		s.st.ModelMS = map[string]float64{}
+	}
+	if old, ok := s.st.ModelMS[model]; ok {
+		ms = 0.7*old + 0.3*ms
+	}
+	s.st.ModelMS[model] = ms
 }
 
 // save stores the answer: the save step.

@@ -284,7 +284,11 @@ type SessionState struct {
 	// running ratio of the prompt tokens the model reported to the tokens
 	// tiktoken counted for the same view (model name → ratio).
 	TokenRatio map[string]float64 `json:"tokenRatio,omitempty"`
-	Pending    []TurnRequest      `json:"pending,omitempty"`
+	// ModelMS is each chat model's running average answer time in this
+	// session, in milliseconds: below Limits.FastModel it is called in the
+	// turn's workflow task.
+	ModelMS map[string]float64 `json:"modelMs,omitempty"`
+	Pending []TurnRequest      `json:"pending,omitempty"`
 	// Recent are the results of the last turns, newest last, for the turn
 	// and steps queries and for idempotency (older repeats are caught by
 	// the transcript store).
