@@ -194,6 +194,7 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 			var next atomic.Int64
 			var wg sync.WaitGroup
+			workerCPU, stackCPU := cpuTime(s.worker.Process.Pid), cpuTime(os.Getpid())
 			b.ResetTimer()
 			start := time.Now()
 			for i := range sessions {
@@ -210,6 +211,10 @@ func BenchmarkThroughput(b *testing.B) {
 			wg.Wait()
 			took := time.Since(start)
 			b.ReportMetric(float64(b.N)/took.Seconds(), "turns/s")
+			// Where the CPU goes: the worker process, and this one (the
+			// embedded server, the API, the fake model and the clients).
+			b.ReportMetric(float64(cpuTime(s.worker.Process.Pid)-workerCPU)/float64(time.Millisecond)/float64(b.N), "worker-cpu-ms/turn")
+			b.ReportMetric(float64(cpuTime(os.Getpid())-stackCPU)/float64(time.Millisecond)/float64(b.N), "server-api-cpu-ms/turn")
 			b.ReportMetric(float64(peakRSS(s.worker.Process.Pid))/(1<<20), "worker-rss-MB")
 		})
 	}
@@ -229,6 +234,26 @@ func peakRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// cpuTime is the user and system CPU a process has used (Linux
+// /proc/PID/stat, clock ticks of 10 ms), 0 if unknown.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := strings.Cut(string(data), ") ") // the command may hold spaces
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest) // state is field 3 of stat; utime 14, stime 15
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // BenchmarkHistory drives one session through 1,000 turns
