@@ -50,7 +50,8 @@ func BenchmarkQATurn(b *testing.B) {
 // benchTurns runs turns of one session and reports their p50 and p99.
 func benchTurns(b *testing.B, s *stack, question func(i int) string) {
 	ctx := b.Context()
-	in := workflows.SessionInput{Tenant: workflows.DefaultTenant, SessionID: "bench", Config: []byte(`{"enableSummarization": false}`)}
+	in := workflows.SessionInput{Tenant: workflows.DefaultTenant, SessionID: "bench", Config: []byte(`{"enableSummarization": false}`),
+		Limits: workflows.DefaultLimits()} // as the API starts sessions
 	opts := client.StartWorkflowOptions{
 		ID: workflows.SessionWorkflowID(in.Tenant, in.SessionID), TaskQueue: workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,

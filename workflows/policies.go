@@ -67,6 +67,21 @@ func permanent(err error) bool {
 	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
 
+// modelCall runs a model activity fn(arg) into out: in the workflow task
+// when the model is fast (one attempt), else — or when that attempt fails
+// for a reason a retry may fix — as a regular activity with attempts
+// attempts. It reports whether the answer came from the workflow task.
+func modelCall(ctx workflow.Context, limits Limits, fast bool, summary string, attempts int, fn, arg, out any) (inTask bool, err error) {
+	if fast {
+		err = workflow.ExecuteLocalActivity(fastModelCtx(ctx, limits, summary+" (fast model, in the workflow task)"), fn, arg).Get(ctx, out)
+		if err == nil || permanent(err) {
+			return true, err
+		}
+		workflow.GetLogger(ctx).Info("fast model call failed in the workflow task; calling it as an activity", "call", summary, "error", err)
+	}
+	return false, workflow.ExecuteActivity(activityCtx(ctx, limits, summary, limits.LLMTimeout, attempts), fn, arg).Get(ctx, out)
+}
+
 // activityCtx is the context of a regular activity under limits: model
 // calls, retrieval, tools. One that may run longer than the heartbeat
 // timeout heartbeats, so that a worker crash is noticed after

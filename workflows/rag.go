@@ -39,6 +39,9 @@ type CorrectiveInput struct {
 	// session's result stays small).
 	IncludeText bool   `json:"includeText,omitempty"`
 	Limits      Limits `json:"limits"`
+	// FastModel calls the model in the workflow task (see
+	// Limits.FastModel): the session has seen it answer fast.
+	FastModel bool `json:"fastModel,omitempty"`
 }
 
 // CorrectiveResult is seed 003's response (without its "success").
@@ -243,14 +246,10 @@ func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) (
 // grade grades docs in parallel and records the round in GraderResult.
 func (c *corrective) grade(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) {
 	start := workflow.Now(ctx)
-	futures := make([]workflow.Future, len(docs))
-	for i, d := range docs {
-		futures[i] = workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("grade %s", clip(d.ID, 60)), c.in.Limits.LLMTimeout, 2),
-			ra.GradeDoc, activities.GradeInput{Query: query, Doc: d, Model: c.in.Model})
-	}
+	grades, errs := c.gradeDocs(ctx, query, docs)
 	var pass int
 	var failed []string
-	for i, f := range futures {
+	for i := range docs {
 		d := docs[i]
 		doc := RAGDoc{
 			ID: d.ID, DocumentID: d.DocumentID, Source: d.Source, Score: d.Score, Similarity: d.Similarity,
@@ -259,12 +258,11 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 		if c.in.IncludeText {
 			doc.Content = d.Text
 		}
-		var g activities.Grade
-		if err := f.Get(ctx, &g); err != nil {
+		if err := errs[i]; err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%s)", d.ID, rootMessage(err)))
 			doc.GradedBy, doc.Passed = "relevance_filter", d.Kept
 		} else {
-			doc.Grade, doc.Passed = &g, g.IsRelevant
+			doc.Grade, doc.Passed = &grades[i], grades[i].IsRelevant
 		}
 		if doc.Passed {
 			pass++
@@ -286,6 +284,35 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 	})
 }
 
+// gradeDocs grades docs in parallel, with a failure for each document
+// the grader could not grade.
+func (c *corrective) gradeDocs(ctx workflow.Context, query string, docs []activities.RetrievedDoc) ([]activities.Grade, []error) {
+	grades, errs := make([]activities.Grade, len(docs)), make([]error, len(docs))
+	summary := func(d activities.RetrievedDoc) string { return fmt.Sprintf("grade %s", clip(d.ID, 60)) }
+	if !c.in.FastModel { // as recorded before fast models: one future each
+		futures := make([]workflow.Future, len(docs))
+		for i, d := range docs {
+			futures[i] = workflow.ExecuteActivity(c.actx(ctx, summary(d), c.in.Limits.LLMTimeout, 2),
+				ra.GradeDoc, activities.GradeInput{Query: query, Doc: d, Model: c.in.Model})
+		}
+		for i, f := range futures {
+			errs[i] = f.Get(ctx, &grades[i])
+		}
+		return grades, errs
+	}
+	wg := workflow.NewWaitGroup(ctx)
+	for i, d := range docs {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			_, errs[i] = modelCall(ctx, c.in.Limits, true, summary(d), 2, ra.GradeDoc,
+				activities.GradeInput{Query: query, Doc: d, Model: c.in.Model}, &grades[i])
+		})
+	}
+	wg.Wait(ctx)
+	return grades, errs
+}
+
 // rewrite asks for a better query; false ends the loop.
 func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) (activities.Reformulation, bool) {
 	in := activities.ReformulateInput{Original: c.in.Query, Current: query, Model: c.in.Model}
@@ -297,8 +324,7 @@ func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activiti
 	}
 	var out activities.Reformulation
 	err := c.node(ctx, "rewrite", attempt, func() (string, error) {
-		err := workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("rewrite %q", clip(query, 60)), c.in.Limits.LLMTimeout, 2),
-			ra.Reformulate, in).Get(ctx, &out)
+		_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, fmt.Sprintf("rewrite %q", clip(query, 60)), 2, ra.Reformulate, in, &out)
 		return fmt.Sprintf("%q → %q: %s", clip(query, 60), clip(out.RewrittenQuery, 60), out.RewriteReason), err
 	})
 	if err != nil {
@@ -339,15 +365,15 @@ func (c *corrective) generate(ctx workflow.Context) error {
 			// (see lostWorkerAttempts).
 			gin.Attempts = 3
 			var gen activities.GenerateResult
-			err := workflow.ExecuteActivity(c.actx(ctx, "generate with "+gin.Model, c.in.Limits.LLMTimeout, 3+lostWorkerAttempts), sa.Generate, gin).Get(ctx, &gen)
+			_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, "generate with "+gin.Model, 3+lostWorkerAttempts, sa.Generate, gin, &gen)
 			c.res.Answer, c.res.Model, c.res.Engine = gen.Answer, gen.Model, gen.Engine
 			c.res.PromptTokens, c.res.CompletionTokens = gen.PromptTokens, gen.CompletionTokens
 			return detail, err
 		}
 		var out activities.AnswerResult
-		err := workflow.ExecuteActivity(c.actx(ctx, "answer with "+c.in.Model, c.in.Limits.LLMTimeout, 3), ra.Answer,
+		_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, "answer with "+c.in.Model, 3, ra.Answer,
 			activities.AnswerInput{Query: c.res.Query.Original, Docs: docs, Model: c.in.Model,
-				Options: activities.ModelOptions{NumPredict: c.in.Limits.LLMMaxTokens}}).Get(ctx, &out)
+				Options: activities.ModelOptions{NumPredict: c.in.Limits.LLMMaxTokens}}, &out)
 		c.res.Answer, c.res.Model, c.res.Engine = out.Answer, out.Model, out.Engine
 		c.res.PromptTokens, c.res.CompletionTokens = out.PromptTokens, out.CompletionTokens
 		return detail, err

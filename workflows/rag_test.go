@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -101,6 +102,8 @@ type ragHarness struct {
 	env     *testsuite.TestWorkflowEnvironment
 	kb      *fakeKB
 	rewrite *scriptedRewrites
+	mu      sync.Mutex
+	inTask  map[string]int // local activities started, by type
 }
 
 func newRAGHarness(t *testing.T, docs map[string][]string, rewrites []string, grader activities.Grader) *ragHarness {
@@ -114,7 +117,13 @@ func newRAGHarness(t *testing.T, docs map[string][]string, rewrites []string, gr
 		Store: kb, Grader: grader, Reformulator: rw, Relevance: fakeRelevance{},
 		Model: &offline.Engine{}, Engine: "offline",
 	})
-	return &ragHarness{env: env, kb: kb, rewrite: rw}
+	h := &ragHarness{env: env, kb: kb, rewrite: rw, inTask: map[string]int{}}
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.inTask[info.ActivityType.Name]++
+	})
+	return h
 }
 
 func (h *ragHarness) run(t *testing.T, in workflows.CorrectiveInput) workflows.CorrectiveResult {
@@ -184,34 +193,41 @@ func TestCorrectivePassesFirstTime(t *testing.T) {
 }
 
 func TestCorrectiveRewritesThenPasses(t *testing.T) {
-	h := newRAGHarness(t, map[string][]string{
-		"how much is it":   {"GOOD pixel 8 costs 699", "noise", "noise again", "more noise", "still noise"},
-		"pixel 8 price":    {"GOOD the pixel 8 price is 699 dollars", "GOOD pixel 8 price in euros is 799", "GOOD pixel 8 launch price"},
-		"never reached me": {"GOOD"},
-	}, []string{"pixel 8 price", "never reached me"}, fakeGrader{})
-	res := h.run(t, workflows.CorrectiveInput{Query: "how much is it", MaxRewriteAttempts: 3, GradePassThreshold: 0.6})
+	for _, fast := range []bool{false, true} { // activities; fast model calls in the workflow task
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
+			h := newRAGHarness(t, map[string][]string{
+				"how much is it":   {"GOOD pixel 8 costs 699", "noise", "noise again", "more noise", "still noise"},
+				"pixel 8 price":    {"GOOD the pixel 8 price is 699 dollars", "GOOD pixel 8 price in euros is 799", "GOOD pixel 8 launch price"},
+				"never reached me": {"GOOD"},
+			}, []string{"pixel 8 price", "never reached me"}, fakeGrader{})
+			res := h.run(t, workflows.CorrectiveInput{Query: "how much is it", MaxRewriteAttempts: 3, GradePassThreshold: 0.6, FastModel: fast})
 
-	want := []string{"retrieve:ok", "grade:ok", "rewrite:ok", "retrieve:ok", "grade:ok", "generate:ok"}
-	if got := nodes(res); !slices.Equal(got, want) {
-		t.Errorf("nodes = %v, want %v", got, want)
-	}
-	if !res.Query.WasRewritten || res.Query.RewriteCount != 1 || res.Query.Final != "pixel 8 price" {
-		t.Errorf("query = %+v", res.Query)
-	}
-	if len(res.RewriteHistory) != 1 || res.RewriteHistory[0].From != "how much is it" || res.RewriteHistory[0].RewrittenQuery != "pixel 8 price" {
-		t.Errorf("rewrite history = %+v", res.RewriteHistory)
-	}
-	// The rewriter saw the failed query, the original and what it retrieved.
-	seen := h.rewrite.seen[0]
-	if seen.Original != "how much is it" || seen.Current != "how much is it" || len(seen.Failed) != 5 {
-		t.Errorf("rewriter request = %+v", seen)
-	}
-	// Documents that passed in either round are used.
-	if got := usedIDs(res); !slices.Equal(got, []string{"how_much_is_it-0", "pixel_8_price-0", "pixel_8_price-1", "pixel_8_price-2"}) {
-		t.Errorf("used documents = %v", got)
-	}
-	if g := res.GraderResult; g.PassCount != 3 || g.TotalCount != 3 || g.ShouldRewrite {
-		t.Errorf("last grader result = %+v", g)
+			want := []string{"retrieve:ok", "grade:ok", "rewrite:ok", "retrieve:ok", "grade:ok", "generate:ok"}
+			if got := nodes(res); !slices.Equal(got, want) {
+				t.Errorf("nodes = %v, want %v", got, want)
+			}
+			if !res.Query.WasRewritten || res.Query.RewriteCount != 1 || res.Query.Final != "pixel 8 price" {
+				t.Errorf("query = %+v", res.Query)
+			}
+			if len(res.RewriteHistory) != 1 || res.RewriteHistory[0].From != "how much is it" || res.RewriteHistory[0].RewrittenQuery != "pixel 8 price" {
+				t.Errorf("rewrite history = %+v", res.RewriteHistory)
+			}
+			// The rewriter saw the failed query, the original and what it retrieved.
+			seen := h.rewrite.seen[0]
+			if seen.Original != "how much is it" || seen.Current != "how much is it" || len(seen.Failed) != 5 {
+				t.Errorf("rewriter request = %+v", seen)
+			}
+			// Documents that passed in either round are used.
+			if got := usedIDs(res); !slices.Equal(got, []string{"how_much_is_it-0", "pixel_8_price-0", "pixel_8_price-1", "pixel_8_price-2"}) {
+				t.Errorf("used documents = %v", got)
+			}
+			if g := res.GraderResult; g.PassCount != 3 || g.TotalCount != 3 || g.ShouldRewrite {
+				t.Errorf("last grader result = %+v", g)
+			}
+			if want := map[bool]int{true: 8, false: 0}[fast]; h.inTask["GradeDoc"] != want || h.inTask["Reformulate"] != map[bool]int{true: 1}[fast] {
+				t.Errorf("in the workflow task: %v, want %d grades and a rewrite only when fast", h.inTask, want)
+			}
+		})
 	}
 }
 
@@ -245,25 +261,34 @@ func TestCorrectiveNeverPassesStopsAtLimit(t *testing.T) {
 }
 
 func TestCorrectiveGraderFailureDegradesToFilter(t *testing.T) {
-	h := newRAGHarness(t, map[string][]string{
-		"q": {"KEEP one", "KEEP two", "drop three"},
-	}, []string{"unused"}, fakeGrader{err: errors.New("grader model is down")})
-	res := h.run(t, workflows.CorrectiveInput{Query: "q", MaxRewriteAttempts: 0, GradePassThreshold: 0.6})
+	for _, fast := range []bool{false, true} { // activities; fast model calls in the workflow task
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
+			h := newRAGHarness(t, map[string][]string{
+				"q": {"KEEP one", "KEEP two", "drop three"},
+			}, []string{"unused"}, fakeGrader{err: errors.New("grader model is down")})
+			res := h.run(t, workflows.CorrectiveInput{Query: "q", MaxRewriteAttempts: 0, GradePassThreshold: 0.6, FastModel: fast})
 
-	if got := nodes(res); !slices.Equal(got, []string{"retrieve:ok", "grade:degraded", "generate:ok"}) {
-		t.Errorf("nodes = %v", got)
-	}
-	g := res.GraderResult
-	if g.PassCount != 2 || g.ShouldRewrite || !strings.Contains(g.Degraded, "grader model is down") {
-		t.Errorf("grader result = %+v", g)
-	}
-	for _, d := range res.Retrieval.Documents {
-		if d.GradedBy != "relevance_filter" || d.Grade != nil || d.Passed != strings.HasPrefix(d.FilterReason, "matches") {
-			t.Errorf("document %+v", d)
-		}
-	}
-	if !slices.ContainsFunc(res.Workflow.DecisionPath, func(s string) bool { return strings.Contains(s, "relevance filter used") }) {
-		t.Errorf("decision path = %v", res.Workflow.DecisionPath)
+			if got := nodes(res); !slices.Equal(got, []string{"retrieve:ok", "grade:degraded", "generate:ok"}) {
+				t.Errorf("nodes = %v", got)
+			}
+			g := res.GraderResult
+			if g.PassCount != 2 || g.ShouldRewrite || !strings.Contains(g.Degraded, "grader model is down") {
+				t.Errorf("grader result = %+v", g)
+			}
+			for _, d := range res.Retrieval.Documents {
+				if d.GradedBy != "relevance_filter" || d.Grade != nil || d.Passed != strings.HasPrefix(d.FilterReason, "matches") {
+					t.Errorf("document %+v", d)
+				}
+			}
+			if !slices.ContainsFunc(res.Workflow.DecisionPath, func(s string) bool { return strings.Contains(s, "relevance filter used") }) {
+				t.Errorf("decision path = %v", res.Workflow.DecisionPath)
+			}
+			// A grader failure in the workflow task is tried again as an
+			// activity, which fails too.
+			if want := map[bool]int{true: 3, false: 0}[fast]; h.inTask["GradeDoc"] != want {
+				t.Errorf("grades in the workflow task: %v, want %d", h.inTask, want)
+			}
+		})
 	}
 }
 

@@ -139,28 +139,12 @@ func (s *session) generateInput(req TurnRequest, cfg SessionConfig, lc activitie
 // turn's workflow task; if that fails but for good, as an activity.
 func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionConfig, lc activities.LoadContextResult, res *TurnResult) (activities.GenerateResult, error) {
 	var gen activities.GenerateResult
-	in := s.generateInput(req, cfg, lc)
 	err := s.step(ctx, res, "generate", func() (map[string]any, error) {
 		start := workflow.Now(ctx)
-		inTask := s.fastModel(ctx, cfg.LLMModel)
-		var err error
-		if inTask {
-			local := in
-			local.Attempts = 0 // one attempt here; the activity below has the budget
-			err = workflow.ExecuteLocalActivity(fastModelCtx(ctx, s.limits, "generate with "+cfg.LLMModel+" (fast model, in the workflow task)"),
-				sa.Generate, local).Get(ctx, &gen)
-			if err != nil && !permanent(err) {
-				s.logger.Info("fast model call failed in the workflow task; calling it as an activity", "model", cfg.LLMModel, "error", err)
-				inTask = false
-			}
-		}
-		if !inTask {
-			// The model's own failures are bounded in the activity
-			// (Attempts); the policy also allows for attempts lost with a
-			// worker.
-			err = workflow.ExecuteActivity(s.activityCtx(ctx, "generate with "+cfg.LLMModel, s.limits.LLMTimeout, cfg.MaxRetries+1+lostWorkerAttempts),
-				sa.Generate, in).Get(ctx, &gen)
-		}
+		// The model's own failures are bounded in the activity (Attempts);
+		// the policy also allows for attempts lost with a worker.
+		inTask, err := modelCall(ctx, s.limits, s.fastModel(ctx, cfg.LLMModel), "generate with "+cfg.LLMModel,
+			cfg.MaxRetries+1+lostWorkerAttempts, sa.Generate, s.generateInput(req, cfg, lc), &gen)
 		if err == nil {
 			s.observeModel(cfg.LLMModel, workflow.Now(ctx).Sub(start))
 		}
@@ -218,11 +202,12 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	lc activities.LoadContextResult, gin activities.GenerateInput, res *TurnResult,
 ) (activities.GenerateResult, error) {
 	rq := activities.RewriteQuestionResult{Question: req.Question}
+	fast := s.fastModel(ctx, cfg.LLMModel)
 	if cfg.EnableQueryRewriting && len(lc.WindowIDs) > 1 {
 		err := s.step(ctx, res, "rewrite_query", func() (map[string]any, error) {
-			err := workflow.ExecuteActivity(s.activityCtx(ctx, "rewrite the question to stand alone", s.limits.LLMTimeout, cfg.MaxRetries+1),
-				sa.RewriteQuestion, activities.RewriteQuestionInput{Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs}).Get(ctx, &rq)
-			return map[string]any{"query": rq.Question, "rewritten": rq.Rewritten, "topic": rq.Topic}, err
+			inTask, err := modelCall(ctx, s.limits, fast, "rewrite the question to stand alone", cfg.MaxRetries+1,
+				sa.RewriteQuestion, activities.RewriteQuestionInput{Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs}, &rq)
+			return map[string]any{"query": rq.Question, "rewritten": rq.Rewritten, "topic": rq.Topic, "inWorkflowTask": inTask}, err
 		})
 		if err != nil { // retrieval goes on with the question as asked
 			res.Steps[len(res.Steps)-1].Status = "degraded"
@@ -244,10 +229,15 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		err := workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
 			Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
 			MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
-			Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &gin, Limits: s.limits,
+			Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &gin, Limits: s.limits, FastModel: fast,
 		}).Get(ctx, &out)
 		return correctiveDetails(childID, out), err
 	})
+	for _, n := range out.Workflow.NodeExecutions { // the answer's time tells how fast the model is
+		if n.Node == "generate" && n.Status == "ok" {
+			s.observeModel(cfg.LLMModel, time.Duration(n.DurationMS)*time.Millisecond)
+		}
+	}
 	gen := activities.GenerateResult{
 		Answer: out.Answer, Model: out.Model, Engine: out.Engine,
 		PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, RetrievalError: out.Retrieval.Error,

@@ -150,6 +150,8 @@ func table(m metrics, peer map[string]any) []row {
 		}
 		add("throughput, "+n+" sessions (HTTP API, ?wait=true)", get("BenchmarkThroughput/sessions="+n, "turns/s"), "turns/s", target, peerTP)
 	}
+	add("CPU a turn, worker process (10 sessions)", get("BenchmarkThroughput/sessions=10", "worker-cpu-ms/turn"), "ms", "", nil)
+	add("CPU a turn, server + API + clients (10 sessions)", get("BenchmarkThroughput/sessions=10", "server-api-cpu-ms/turn"), "ms", "", nil)
 	add("worker peak RSS after 100 sessions", get("BenchmarkThroughput/sessions=100", "worker-rss-MB"), "MB", "", nil)
 	for _, at := range []string{"10", "100", "1000"} {
 		add("history bytes per turn at turn "+at, get("BenchmarkHistory", "bytes/turn@"+at), "B", "", p("checkpoint_bytes_per_turn", at))
