@@ -96,6 +96,10 @@ BENCH_SLOW ?= 3x
 BENCH_THROUGHPUT ?= 60x
 BENCH_REF ?= 10x
 BENCH_HISTORY ?= 100
+BENCH_AGENT ?= 2x
+BENCH_LONG ?= 5x
+BENCH_LONG_MESSAGES ?= 10000
+BENCH_FACT_TURNS ?= 40
 BENCH_CHUNKS ?= 2000 10000
 BENCH_PEER ?= --short
 BENCH_JSON ?= bench/out/results.json
@@ -104,7 +108,11 @@ BENCH_TURNS ?= 300x
 BENCH_SLOW ?= 10x
 BENCH_THROUGHPUT ?= 1000x
 BENCH_REF ?= 30x
-BENCH_HISTORY ?= 1000
+BENCH_HISTORY ?= 10000
+BENCH_AGENT ?= 10x
+BENCH_LONG ?= 30x
+BENCH_LONG_MESSAGES ?= 100000
+BENCH_FACT_TURNS ?= 200
 BENCH_CHUNKS ?= 10000 100000
 BENCH_PEER ?=
 BENCH_JSON ?= bench/results.json
@@ -118,6 +126,9 @@ bench:
 	  $(BENCH_GO) -bench='^BenchmarkTurnSlowModel$$' -benchtime=$(BENCH_SLOW) ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkThroughput$$' -benchtime=$(BENCH_THROUGHPUT) ./tests/ && \
 	  CTXFLOW_BENCH_HISTORY_TURNS=$(BENCH_HISTORY) $(BENCH_GO) -bench='^BenchmarkHistory$$' -benchtime=1x ./tests/ && \
+	  $(BENCH_GO) -bench='^BenchmarkAgentStep$$' -benchtime=$(BENCH_AGENT) ./tests/ && \
+	  CTXFLOW_BENCH_LONG_MESSAGES=$(BENCH_LONG_MESSAGES) $(BENCH_GO) -bench='^BenchmarkLongSession$$' -benchtime=$(BENCH_LONG) ./tests/ && \
+	  CTXFLOW_BENCH_FACT_TURNS=$(BENCH_FACT_TURNS) $(BENCH_GO) -bench='^BenchmarkPromptTokens$$' -benchtime=1x ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkFourActivityWorkflow$$' -benchtime=$(BENCH_REF) ./internal/devserver/ && \
 	  $(BENCH_GO) -bench='^BenchmarkAssemble$$' ./convo/ && \
 	  $(BENCH_GO) -bench='^BenchmarkIngest$$' -benchtime=2x ./activities/ && \

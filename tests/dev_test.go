@@ -143,6 +143,13 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 		t.Fatalf("turn after restart: %v %q", err, res.Answer)
 	}
 
+	// `ctxflow bench` against it, as the README shows.
+	out, err := exec.CommandContext(ctx, binary, "bench", "--api", api.base, "--sessions", "3", "--turns", "30").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "| 30 | 3 |") || !strings.Contains(string(out), "| 0 | 0 |") {
+		t.Fatalf("ctxflow bench: %v\n%s", err, out)
+	}
+	t.Logf("ctxflow bench:\n%s", out)
+
 	// An agent task with the model planner (the test model answers in
 	// text, so the task ends at step 1); its step log through the API.
 	var task struct {

@@ -19,12 +19,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -168,6 +171,38 @@ func (s *stack) killWorker() {
 	s.worker = nil
 }
 
+// stopWorker stops the worker as a deploy does (SIGTERM: it tells the
+// server it is gone, finishing what it runs) and returns once it exited.
+func (s *stack) stopWorker() {
+	if s.worker == nil || s.worker.Process == nil {
+		return
+	}
+	pid := s.worker.Process.Pid
+	_ = s.worker.Process.Signal(syscall.SIGTERM)
+	s.worker = nil
+	for deadline := time.Now().Add(time.Minute); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("worker %d did not stop within a minute of SIGTERM", pid)
+		}
+	}
+}
+
+// waitWorkerReady waits until the newest worker polls for workflow tasks
+// (its identity is "pid@host@").
+func (s *stack) waitWorkerReady() {
+	s.t.Helper()
+	prefix := fmt.Sprintf("%d@", s.worker.Process.Pid)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		d, err := s.client.DescribeTaskQueue(s.t.Context(), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		if err == nil && slices.ContainsFunc(d.GetPollers(), func(p *taskqueuepb.PollerInfo) bool { return strings.HasPrefix(p.GetIdentity(), prefix) }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("worker did not poll within a minute (%v)\n%s", err, s.workerLogs())
+		}
+	}
+}
+
 // workerLogs returns what the worker processes printed, for failure reports.
 func (s *stack) workerLogs() string {
 	var b strings.Builder
@@ -198,7 +233,9 @@ func (s apiClient) do(ctx context.Context, method, path string, body, out any) (
 // doHeader is do, also storing the answer's header in hdr (if not nil).
 func (s apiClient) doHeader(ctx context.Context, method, path string, body, out any, hdr *http.Header) (int, error) {
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.([]byte); ok { // sent as it is (JSONL)
+		rd = bytes.NewReader(raw)
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return 0, err

@@ -136,6 +136,8 @@ func table(m metrics, peer map[string]any) []row {
 		add("overhead on a 1 s model turn p50", &pct, "%", "", nil)
 	}
 	add("qa turn p50 (one corrective round, offline engine)", get("BenchmarkQATurn", "p50-ms"), "ms", "≤60", nil)
+	add("agent step p50 (think + SQL tool, offline planner)", get("BenchmarkAgentStep", "p50-ms"), "ms", "", nil)
+	add("agent step p99", get("BenchmarkAgentStep", "p99-ms"), "ms", "", nil)
 	ref := get("BenchmarkFourActivityWorkflow/server-defaults", "p50-ms")
 	add("reference: four instant activities, server defaults p50", ref, "ms", "", nil)
 	add("chat turn / reference turn", ratio(turn, ref), "×", "≤0.10", nil)
@@ -158,8 +160,9 @@ func table(m metrics, peer map[string]any) []row {
 		add("history events per turn at turn "+at, get("BenchmarkHistory", "events/turn@"+at), "events", "", nil)
 	}
 	add("history bytes per turn, turn 1,000 / turn 10", ratio(get("BenchmarkHistory", "bytes/turn@1000"), get("BenchmarkHistory", "bytes/turn@10")), "×", "≤1.1", nil)
-	add("continue-as-new in 1,000 turns", get("BenchmarkHistory", "continue-as-new"), "runs", "", nil)
-	add("largest history of a run", get("BenchmarkHistory", "largest-history-bytes"), "B", "", nil)
+	add("history bytes per turn, turn 1,000 / turn 100", ratio(get("BenchmarkHistory", "bytes/turn@1000"), get("BenchmarkHistory", "bytes/turn@100")), "×", "", nil)
+	add("continue-as-new in the run", get("BenchmarkHistory", "continue-as-new"), "runs", "", nil)
+	add("largest history of a run (10,000 turns in the full run)", get("BenchmarkHistory", "largest-history-bytes"), "B", "", nil)
 	for _, size := range []string{"100", "10k", "100k"} {
 		ns := get("BenchmarkAssemble/"+size, "ns/op")
 		var us *float64
@@ -169,6 +172,16 @@ func table(m metrics, peer map[string]any) []row {
 		}
 		add("context assembly, branch of "+size+" messages", us, "µs", "", nil)
 	}
+	short, long := get("BenchmarkLongSession", "short-p50-ms"), get("BenchmarkLongSession", "long-p50-ms")
+	add("chat turn p50, 10-message session (steady)", short, "ms", "", nil)
+	add("chat turn p50, 100k-message session (steady)", long, "ms", "", nil)
+	add("100k-message turn / 10-message turn", ratio(long, short), "×", "≤1.2", nil)
+	add("first turn on the 100k session after a worker restart (cold)", get("BenchmarkLongSession", "cold-after-restart-ms"), "ms", "≤1000", nil)
+	add("first turn on the 100k session after a worker crash", get("BenchmarkLongSession", "cold-after-crash-ms"), "ms", "", nil)
+	add("prompt tokens a turn (200-turn session, summary + window)", get("BenchmarkPromptTokens", "prompt-tokens/turn"), "tokens", "", nil)
+	add("full-history tokens a turn, same session", get("BenchmarkPromptTokens", "history-tokens/turn"), "tokens", "", nil)
+	add("prompt / full history", get("BenchmarkPromptTokens", "prompt/history"), "×", "", nil)
+	add("planted facts still in the model view", get("BenchmarkPromptTokens", "facts-in-view"), "share", "", nil)
 	for _, v := range []string{"random", "clustered"} {
 		for _, n := range []string{"10000", "100000"} {
 			b := "BenchmarkSearch/" + v + "/chunks=" + n

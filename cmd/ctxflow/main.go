@@ -76,6 +76,11 @@ commands:
            http://localhost:8080; key $CTXFLOW_API_KEY) in a session (default
            a new one): answers streamed, /task, /continue, /steps, /branch,
            /tree, /session; /help lists them
+  bench [--api URL] [--key KEY] [--sessions N] [--turns N] [--json FILE]
+           drive the API at $CTXFLOW_API_URL with chat turns (?wait=true)
+           from N new sessions at once (default 10, 500 turns in all) and
+           print turns/s and the turn's p50 and p99 (the full comparison
+           with the peer is "make bench", from the source tree)
   key TENANT
            make an API key for a tenant: prints the key (give it to the
            client) and the line for CTXFLOW_API_KEYS(_FILE), its hash
@@ -88,7 +93,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "chat" && len(args) != 1) {
+	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "chat" && args[0] != "bench" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -151,6 +156,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "chat":
 		err = runChat(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "bench":
+		err = runBench(ctx, args[1:], stdout, stderr)
 	case "key":
 		if len(args) != 2 {
 			fmt.Fprint(stderr, usage)
