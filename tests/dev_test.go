@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,31 +17,18 @@ import (
 	"time"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/devserver"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	// Below the kernel's ephemeral range (ip_local_port_range): a port the
-	// kernel hands out for ":0" (every embedded server's internal ports,
-	// other test processes) or as a connection's source port can be taken
-	// between this check and the child's bind, and once was.
-	low := 32768
-	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(data)); len(f) == 2 {
-			fmt.Sscan(f[0], &low)
-		}
+	port, err := devserver.FreePort("127.0.0.1") // below the ephemeral range: see there
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range 100 {
-		port := 10000 + rand.IntN(max(low-10000, 1000))
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			_ = l.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
+	return port
 }
 
 // startDev runs `ctxflow dev` and waits for /readyz; it returns the time

@@ -2,8 +2,11 @@ package devserver
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/server/common/authorization"
@@ -97,14 +100,33 @@ func pickPorts(opts Options) (ports, error) {
 	return p, nil
 }
 
-// freePort asks the kernel for a free TCP port on ip.
-func freePort(ip string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on %s: %w", ip, err)
+// freePort is FreePort, for the server's own listeners.
+func freePort(ip string) (int, error) { return FreePort(ip) }
+
+// FreePort finds a free TCP port on ip below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range). A port the kernel hands out for ":0"
+// is in that range, and so is every outgoing connection's source port: one
+// of them took such a port between this check and the server's bind, and
+// the Temporal server does not survive a failed bind (it panics).
+func FreePort(ip string) (int, error) {
+	low := 32768
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				low = n
+			}
+		}
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	var err error
+	for range 100 {
+		port := 10000 + rand.IntN(low-10000)
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
+			_ = ln.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free port on %s below %d: %w", ip, low, err)
 }
 
 // dialHost is the address clients use to reach a service bound to ip.
