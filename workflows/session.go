@@ -537,8 +537,10 @@ func (s *session) processNext(ctx workflow.Context) {
 	}
 	s.current = &TurnResult{TurnID: req.TurnID, Status: TurnRunning, Question: req.Question, ReceivedAt: req.ReceivedAt}
 	s.st.Status = StatusRunning
-	if err := s.publish(ctx); err != nil {
-		s.logger.Warn("publish status", "error", err)
+	if !s.oneTaskTurn(ctx, req) {
+		if err := s.publish(ctx); err != nil {
+			s.logger.Warn("publish status", "error", err)
+		}
 	}
 
 	s.runTurn(ctx, req, s.current)
@@ -563,6 +565,19 @@ func (s *session) processNext(ctx workflow.Context) {
 	if err := s.publish(ctx); err != nil {
 		s.logger.Warn("publish status", "error", err)
 	}
+}
+
+// oneTaskTurn reports a chat or qa turn of a fast model (Limits.FastModel):
+// it ends in the workflow task that starts it, nearly always, so the
+// "running" status it would publish first is never seen — an event and a
+// visibility write a turn for nothing (the turn's own status is always in
+// its result).
+func (s *session) oneTaskTurn(ctx workflow.Context, req TurnRequest) bool {
+	if req.Kind != "" || !s.fastModelKnown(s.st.Config.LLMModel) {
+		return false
+	}
+	// Runs recorded before this published "running" for every turn.
+	return workflow.GetVersion(ctx, "quiet-fast-turns", workflow.DefaultVersion, 1) >= 1
 }
 
 // publish updates the search attributes and the UI details.

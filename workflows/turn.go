@@ -158,12 +158,18 @@ func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionCon
 // fastModel reports a model whose answers in this session have been fast
 // enough to call it in the workflow task (Limits.FastModel).
 func (s *session) fastModel(ctx workflow.Context, model string) bool {
-	ms, ok := s.st.ModelMS[model]
-	if s.limits.FastModel <= 0 || !ok || ms >= float64(s.limits.FastModel.Milliseconds()) {
+	if !s.fastModelKnown(model) {
 		return false
 	}
 	// Runs recorded before fast models replay with activities only.
 	return workflow.GetVersion(ctx, "fast-model", workflow.DefaultVersion, 1) >= 1
+}
+
+// fastModelKnown reports a model whose running average answer time is
+// under Limits.FastModel.
+func (s *session) fastModelKnown(model string) bool {
+	ms, ok := s.st.ModelMS[model]
+	return s.limits.FastModel > 0 && ok && ms < float64(s.limits.FastModel.Milliseconds())
 }
 
 // observeModel folds one answer time into the model's running average.
