@@ -285,27 +285,16 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 }
 
 // gradeDocs grades docs in parallel, with a failure for each document
-// the grader could not grade.
+// the grader could not grade. (Each call is scheduled in document order,
+// as the futures of runs recorded before fast models were.)
 func (c *corrective) gradeDocs(ctx workflow.Context, query string, docs []activities.RetrievedDoc) ([]activities.Grade, []error) {
 	grades, errs := make([]activities.Grade, len(docs)), make([]error, len(docs))
-	summary := func(d activities.RetrievedDoc) string { return fmt.Sprintf("grade %s", clip(d.ID, 60)) }
-	if !c.in.FastModel { // as recorded before fast models: one future each
-		futures := make([]workflow.Future, len(docs))
-		for i, d := range docs {
-			futures[i] = workflow.ExecuteActivity(c.actx(ctx, summary(d), c.in.Limits.LLMTimeout, 2),
-				ra.GradeDoc, activities.GradeInput{Query: query, Doc: d, Model: c.in.Model})
-		}
-		for i, f := range futures {
-			errs[i] = f.Get(ctx, &grades[i])
-		}
-		return grades, errs
-	}
 	wg := workflow.NewWaitGroup(ctx)
 	for i, d := range docs {
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
-			_, errs[i] = modelCall(ctx, c.in.Limits, true, summary(d), 2, ra.GradeDoc,
+			_, errs[i] = modelCall(ctx, c.in.Limits, c.in.FastModel, fmt.Sprintf("grade %s", clip(d.ID, 60)), 2, ra.GradeDoc,
 				activities.GradeInput{Query: query, Doc: d, Model: c.in.Model}, &grades[i])
 		})
 	}
