@@ -421,3 +421,37 @@ func TestCorrectiveKeepsPassedDocumentsWhenALaterRetrievalFails(t *testing.T) {
 		t.Errorf("retrieval %+v, answer %q", res.Retrieval, res.Answer)
 	}
 }
+
+// TestFastQATurnPublishesRunningWhenItLeavesTheTask: on a fast model, a
+// chat turn ends in its workflow task and publishes only its end; a qa
+// turn, whose corrective child runs in tasks of its own, publishes
+// "running" before it.
+func TestFastQATurnPublishesRunningWhenItLeavesTheTask(t *testing.T) {
+	kb := &fakeKB{count: 3, docs: map[string][]string{
+		"What does the Pixel 8 cost?":  {"GOOD The Pixel 8 costs 699 dollars."},
+		"What does the Pixel 8 weigh?": {"GOOD The Pixel 8 weighs 187 g."},
+	}}
+	h := newQAHarness(t, kb, &scriptedRewrites{})
+	statuses := h.statuses()
+	turns := []*outcome{
+		h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "What does the Pixel 8 cost?"}),
+		h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "thanks!"}),
+		h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-3", Question: "What does the Pixel 8 weigh?"}),
+	}
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour, FastModel: 500 * time.Millisecond}))
+
+	want := []string{"load_context:ok,corrective_rag:ok,save:ok", "load_context:ok,generate:ok,save:ok",
+		"load_context:ok,rewrite_query:ok,corrective_rag:ok,save:ok"}
+	for i, o := range turns {
+		if o.result.Status != workflows.TurnCompleted || stepNames(o.result) != want[i] {
+			t.Errorf("turn %d: %s, steps %s", i+1, o.result.Status, stepNames(o.result))
+		}
+	}
+	if d := turns[2].result.Steps[1].Details; d["inWorkflowTask"] != true {
+		t.Errorf("rewrite_query of a fast model: %v", d)
+	}
+	// Start; t-1 (no answer time yet); t-2 (quiet); t-3 (running before its child).
+	if got, want := *statuses, []string{"idle", "running", "idle", "idle", "running", "idle"}; !slices.Equal(got, want) {
+		t.Errorf("published statuses %v, want %v", got, want)
+	}
+}

@@ -64,6 +64,7 @@ type session struct {
 	limits       Limits
 	key          activities.SessionKey
 	current      *TurnResult // the turn being processed
+	quiet        bool        // the turn being processed has not published "running" (oneTaskTurn)
 	closing      *CloseRequest
 	closed       bool          // the close request is done (the transcript deleted)
 	afterClose   []TurnRequest // turns that came after the close request
@@ -537,7 +538,7 @@ func (s *session) processNext(ctx workflow.Context) {
 	}
 	s.current = &TurnResult{TurnID: req.TurnID, Status: TurnRunning, Question: req.Question, ReceivedAt: req.ReceivedAt}
 	s.st.Status = StatusRunning
-	if !s.oneTaskTurn(ctx, req) {
+	if s.quiet = s.oneTaskTurn(ctx, req); !s.quiet {
 		if err := s.publish(ctx); err != nil {
 			s.logger.Warn("publish status", "error", err)
 		}
@@ -568,16 +569,30 @@ func (s *session) processNext(ctx workflow.Context) {
 }
 
 // oneTaskTurn reports a chat or qa turn of a fast model (Limits.FastModel):
-// it ends in the workflow task that starts it, nearly always, so the
-// "running" status it would publish first is never seen — an event and a
-// visibility write a turn for nothing (the turn's own status is always in
-// its result).
+// a chat turn ends in the workflow task that starts it, so the "running"
+// status it would publish first is never seen — an event and a visibility
+// write a turn for nothing. A turn that leaves the workflow task after all
+// (the qa route's child workflow, a turn on a slower model) publishes it
+// then (leavingTask); one whose fast call fails and is made again as an
+// activity does not.
 func (s *session) oneTaskTurn(ctx workflow.Context, req TurnRequest) bool {
 	if req.Kind != "" || !s.fastModelKnown(s.st.Config.LLMModel) {
 		return false
 	}
 	// Runs recorded before this published "running" for every turn.
 	return workflow.GetVersion(ctx, "quiet-fast-turns", workflow.DefaultVersion, 1) >= 1
+}
+
+// leavingTask publishes the "running" status a quiet turn skipped, before
+// a step that waits beyond the workflow task.
+func (s *session) leavingTask(ctx workflow.Context) {
+	if !s.quiet {
+		return
+	}
+	s.quiet = false
+	if err := s.publish(ctx); err != nil {
+		s.logger.Warn("publish status", "error", err)
+	}
 }
 
 // publish updates the search attributes and the UI details.

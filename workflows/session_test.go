@@ -571,3 +571,14 @@ func TestFastModelRunsInTheWorkflowTask(t *testing.T) {
 		t.Errorf("answer time %v (%v), want a fast one", ms, ok)
 	}
 }
+
+// statuses records the CtxStatus values the session publishes, in order.
+func (h *harness) statuses() *[]string {
+	var out []string
+	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.SAttrStatus); ok {
+			out = append(out, v)
+		}
+	}).Return(nil)
+	return &out
+}

@@ -141,9 +141,13 @@ func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionCon
 	var gen activities.GenerateResult
 	err := s.step(ctx, res, "generate", func() (map[string]any, error) {
 		start := workflow.Now(ctx)
+		fast := s.fastModel(ctx, cfg.LLMModel)
+		if !fast {
+			s.leavingTask(ctx)
+		}
 		// The model's own failures are bounded in the activity (Attempts);
 		// the policy also allows for attempts lost with a worker.
-		inTask, err := modelCall(ctx, s.limits, s.fastModel(ctx, cfg.LLMModel), "generate with "+cfg.LLMModel,
+		inTask, err := modelCall(ctx, s.limits, fast, "generate with "+cfg.LLMModel,
 			cfg.MaxRetries+1+lostWorkerAttempts, sa.Generate, s.generateInput(req, cfg, lc), &gen)
 		if err == nil {
 			s.observeModel(cfg.LLMModel, workflow.Now(ctx).Sub(start))
@@ -226,6 +230,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	res.Topic = rq.Topic
 	var out CorrectiveResult
 	childID := SessionWorkflowID(s.key.Tenant, s.key.SessionID) + "/rag/" + req.TurnID
+	s.leavingTask(ctx) // the child workflow runs in workflow tasks of its own
 	err := s.step(ctx, res, "corrective_rag", func() (map[string]any, error) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:               childID,
