@@ -62,29 +62,26 @@ func (c *Client) chat(ctx context.Context, req *api.ChatRequest, fn api.ChatResp
 }
 
 // chatLine reads one line of a chat stream as the SDK does: an error
-// status or an error field ends the stream with that error.
+// status or an error field ends the stream with that error. The line is
+// parsed once, the answer and the error fields together.
 func chatLine(resp *http.Response, line []byte, fn api.ChatResponseFunc) error {
-	var e struct {
+	var r struct {
+		api.ChatResponse
 		Error     string `json:"error,omitempty"`
 		SigninURL string `json:"signin_url,omitempty"`
 	}
-	if err := json.Unmarshal(line, &e); err != nil {
-		if resp.StatusCode >= http.StatusBadRequest {
-			return api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: string(line)}
-		}
-		return errors.New(string(line))
-	}
+	err := json.Unmarshal(line, &r)
 	switch {
+	case err != nil && resp.StatusCode >= http.StatusBadRequest:
+		return api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: string(line)}
+	case err != nil:
+		return errors.New(string(line))
 	case resp.StatusCode == http.StatusUnauthorized:
-		return api.AuthorizationError{StatusCode: resp.StatusCode, Status: resp.Status, SigninURL: e.SigninURL}
+		return api.AuthorizationError{StatusCode: resp.StatusCode, Status: resp.Status, SigninURL: r.SigninURL}
 	case resp.StatusCode >= http.StatusBadRequest:
-		return api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: e.Error}
-	case e.Error != "":
-		return errors.New(e.Error)
+		return api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: r.Error}
+	case r.Error != "":
+		return errors.New(r.Error)
 	}
-	var r api.ChatResponse
-	if err := json.Unmarshal(line, &r); err != nil {
-		return err
-	}
-	return fn(r)
+	return fn(r.ChatResponse)
 }
