@@ -46,11 +46,8 @@ type benchResult struct {
 func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	o := benchOptions{API: os.Getenv("CTXFLOW_API_URL")}
-	if o.API == "" {
-		o.API = "http://localhost:8080"
-	}
-	fs.StringVar(&o.API, "api", o.API, "the API's base URL ($CTXFLOW_API_URL)")
+	var o benchOptions
+	fs.StringVar(&o.API, "api", apiURL(), "the API's base URL ($CTXFLOW_API_URL)")
 	fs.StringVar(&o.Key, "key", os.Getenv("CTXFLOW_API_KEY"), "API key, sent as a bearer token ($CTXFLOW_API_KEY)")
 	fs.IntVar(&o.Sessions, "sessions", 10, "sessions sending turns at once, each one turn after another")
 	fs.IntVar(&o.Turns, "turns", 500, "turns in all")
@@ -94,8 +91,7 @@ func bench(ctx context.Context, o benchOptions) (benchResult, error) {
 		times                 []time.Duration
 		firstErr              error
 	)
-	turn := func(session string, i int64) (time.Duration, error) {
-		c := &chat{o: chatOptions{API: o.API, Key: o.Key, Session: session}, base: o.API, hc: hc}
+	turn := func(c *chat, i int64) (time.Duration, error) {
 		start := time.Now()
 		for {
 			var res workflows.TurnResult
@@ -118,10 +114,10 @@ func bench(ctx context.Context, o benchOptions) (benchResult, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for s := range o.Sessions {
-		session := fmt.Sprintf("%s-%03d", run, s)
+		c := &chat{o: chatOptions{API: o.API, Key: o.Key, Session: fmt.Sprintf("%s-%03d", run, s)}, base: o.API, hc: hc}
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(o.Turns) && ctx.Err() == nil; i = next.Add(1) {
-				d, err := turn(session, i)
+				d, err := turn(c, i)
 				mu.Lock()
 				if err != nil {
 					failed.Add(1)

@@ -50,12 +50,8 @@ type chatOptions struct {
 func runChat(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	api := os.Getenv("CTXFLOW_API_URL")
-	if api == "" {
-		api = "http://localhost:8080"
-	}
 	var o chatOptions
-	fs.StringVar(&o.API, "api", api, "the API's base URL ($CTXFLOW_API_URL)")
+	fs.StringVar(&o.API, "api", apiURL(), "the API's base URL ($CTXFLOW_API_URL)")
 	fs.StringVar(&o.Key, "key", os.Getenv("CTXFLOW_API_KEY"), "API key, sent as a bearer token ($CTXFLOW_API_KEY)")
 	fs.StringVar(&o.Session, "session", "", "session id (default: a new one)")
 	fs.IntVar(&o.MaxSteps, "max-steps", 0, "maxSteps of the tasks /task starts (default: the session's)")
@@ -74,6 +70,9 @@ func runChat(ctx context.Context, args []string, in io.Reader, out, errOut io.Wr
 	chatREPL(ctx, o, in, out)
 	return nil
 }
+
+// apiURL is the API the client commands talk to by default.
+func apiURL() string { return cmp.Or(os.Getenv("CTXFLOW_API_URL"), "http://localhost:8080") }
 
 // chatREPL reads questions and commands from in until /quit, the end of
 // in or the end of ctx, and writes what the API at o.API answers to out.
