@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,7 +86,7 @@ func BenchmarkLongSession(b *testing.B) {
 		return out
 	}
 	b.ResetTimer()
-	short, long := p50(steady("short")), p50(steady("long"))
+	short, long := quantile(steady("short"), 0.5), quantile(steady("long"), 0.5)
 	b.StopTimer()
 	// After a restart the transcript is read cold. A deploy stops the
 	// worker (SIGTERM), which hands the session back at once; after a
@@ -131,11 +130,6 @@ func syntheticTranscript(b *testing.B, n int) []byte {
 		b.Fatal(err)
 	}
 	return buf.Bytes()
-}
-
-func p50(d []time.Duration) time.Duration {
-	slices.Sort(d)
-	return d[len(d)/2]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -162,12 +162,14 @@ func BenchmarkTurnPipeline(b *testing.B) {
 
 // reportLatency reports the p50 and p99 of durations in milliseconds.
 func reportLatency(b *testing.B, durations []time.Duration) {
+	b.ReportMetric(ms(quantile(durations, 0.5)), "p50-ms")
+	b.ReportMetric(ms(quantile(durations, 0.99)), "p99-ms")
+}
+
+// quantile is the q-quantile of durations (sorted in place).
+func quantile(durations []time.Duration, q float64) time.Duration {
 	slices.Sort(durations)
-	at := func(q float64) float64 {
-		return float64(durations[min(len(durations)-1, int(q*float64(len(durations))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(at(0.5), "p50-ms")
-	b.ReportMetric(at(0.99), "p99-ms")
+	return durations[min(len(durations)-1, int(q*float64(len(durations))))]
 }
 
 // BenchmarkTurnSlowModel is BenchmarkTurn with a model that takes 1 s: the
