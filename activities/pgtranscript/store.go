@@ -42,8 +42,9 @@ type Options struct {
 
 // Store is an [activities.TranscriptStore] in PostgreSQL.
 type Store struct {
-	pool *pgxpool.Pool
-	max  int
+	activities.TreeReads // over read
+	pool                 *pgxpool.Pool
+	max                  int
 
 	mu       sync.Mutex
 	sessions map[activities.SessionKey]*list.Element // of *session
@@ -88,7 +89,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transcript store: %w", err)
 	}
-	return &Store{pool: pool, max: opts.MaxSessions, sessions: map[activities.SessionKey]*list.Element{}, lru: list.New()}, nil
+	s := &Store{pool: pool, max: opts.MaxSessions, sessions: map[activities.SessionKey]*list.Element{}, lru: list.New()}
+	s.TreeReads.Read = s.read
+	return s, nil
 }
 
 // checkSchema fails unless every migration of this build was applied.
@@ -374,28 +377,6 @@ func (s *Store) Messages(ctx context.Context, k activities.SessionKey, ids []str
 	return out, nil
 }
 
-// Assemble implements [activities.TranscriptStore].
-func (s *Store) Assemble(ctx context.Context, k activities.SessionKey, leafID string, w convo.WindowConfig, sum convo.SummaryState, fallback int) (c convo.Context, err error) {
-	err = s.read(ctx, k, func(t *convo.Tree) error {
-		if fallback > 0 {
-			c, err = t.AssembleFallback(leafID, w, fallback)
-		} else {
-			c, err = t.Assemble(leafID, w, sum)
-		}
-		return err
-	})
-	return c, err
-}
-
-// PlanSummary implements [activities.TranscriptStore].
-func (s *Store) PlanSummary(ctx context.Context, k activities.SessionKey, leafID string, w convo.WindowConfig, c convo.SummaryConfig, prev convo.SummaryState) (p convo.SummaryPlan, err error) {
-	err = s.read(ctx, k, func(t *convo.Tree) error {
-		p, err = t.PlanSummary(leafID, w, c, prev)
-		return err
-	})
-	return p, err
-}
-
 // Branch implements [activities.TranscriptStore].
 func (s *Store) Branch(ctx context.Context, k activities.SessionKey, leafID string) (b []convo.Message, err error) {
 	if leafID == "" {
@@ -406,15 +387,6 @@ func (s *Store) Branch(ctx context.Context, k activities.SessionKey, leafID stri
 		return err
 	})
 	return b, err
-}
-
-// All implements [activities.TranscriptStore].
-func (s *Store) All(ctx context.Context, k activities.SessionKey) (all []convo.Message, err error) {
-	err = s.read(ctx, k, func(t *convo.Tree) error {
-		all = t.Messages()
-		return nil
-	})
-	return all, err
 }
 
 // Len implements [activities.TranscriptStore].

@@ -38,7 +38,8 @@ type Options struct {
 
 // FileStore is a [activities.TranscriptStore] on the local file system.
 type FileStore struct {
-	opts Options
+	activities.TreeReads // over read
+	opts                 Options
 
 	mu       sync.Mutex
 	sessions map[activities.SessionKey]*list.Element // of *session
@@ -73,7 +74,9 @@ func Open(opts Options) (*FileStore, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &FileStore{opts: opts, sessions: map[activities.SessionKey]*list.Element{}, lru: list.New()}, nil
+	s := &FileStore{opts: opts, sessions: map[activities.SessionKey]*list.Element{}, lru: list.New()}
+	s.TreeReads.Read = s.read
+	return s, nil
 }
 
 // Close closes every open file.
@@ -300,28 +303,6 @@ func (s *FileStore) Messages(ctx context.Context, k activities.SessionKey, ids [
 	return out, err
 }
 
-// Assemble implements [activities.TranscriptStore].
-func (s *FileStore) Assemble(ctx context.Context, k activities.SessionKey, leafID string, w convo.WindowConfig, sum convo.SummaryState, fallback int) (c convo.Context, err error) {
-	err = s.read(ctx, k, func(t *convo.Tree) error {
-		if fallback > 0 {
-			c, err = t.AssembleFallback(leafID, w, fallback)
-		} else {
-			c, err = t.Assemble(leafID, w, sum)
-		}
-		return err
-	})
-	return c, err
-}
-
-// PlanSummary implements [activities.TranscriptStore].
-func (s *FileStore) PlanSummary(ctx context.Context, k activities.SessionKey, leafID string, w convo.WindowConfig, c convo.SummaryConfig, prev convo.SummaryState) (p convo.SummaryPlan, err error) {
-	err = s.read(ctx, k, func(t *convo.Tree) error {
-		p, err = t.PlanSummary(leafID, w, c, prev)
-		return err
-	})
-	return p, err
-}
-
 // Branch implements [activities.TranscriptStore].
 func (s *FileStore) Branch(ctx context.Context, k activities.SessionKey, leafID string) (b []convo.Message, err error) {
 	err = s.read(ctx, k, func(t *convo.Tree) error {
@@ -332,15 +313,6 @@ func (s *FileStore) Branch(ctx context.Context, k activities.SessionKey, leafID 
 		return err
 	})
 	return b, err
-}
-
-// All returns every message of a session, in the order they were added.
-func (s *FileStore) All(ctx context.Context, k activities.SessionKey) (all []convo.Message, err error) {
-	err = s.read(ctx, k, func(t *convo.Tree) error {
-		all = t.Messages()
-		return nil
-	})
-	return all, err
 }
 
 // Len implements [activities.TranscriptStore].
