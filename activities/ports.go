@@ -89,12 +89,15 @@ type Broker interface {
 	Subscribe(ctx context.Context, topic string) (<-chan Delta, error)
 }
 
-// Delta is a fragment of an answer. Attempt numbers the model activity's
-// attempt: a retried activity streams the answer again from its start,
-// and a stream shows the text of the latest attempt only.
+// Delta is a fragment of an answer. Call names the execution of the model
+// call that made it, one value for each: a call made again (a retried
+// activity, a call made again in a new workflow task or as an activity
+// after failing in one) streams the answer again from its start, and a
+// stream shows the text of the latest call only. (Not the attempt number:
+// each of those executions may be attempt 1.)
 type Delta struct {
-	Attempt int    `json:"a"`
-	Text    string `json:"t"`
+	Call int    `json:"a"`
+	Text string `json:"t"`
 }
 
 // TurnTopic is the broker topic of a turn's answer.

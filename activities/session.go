@@ -9,11 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/convo"
@@ -241,12 +242,9 @@ func (a *Session) stream(ctx context.Context, s SessionKey, turnID string) func(
 	if a.Broker == nil {
 		return nil
 	}
-	topic, attempt := TurnTopic(s, turnID), 1
-	if activity.IsActivity(ctx) {
-		attempt = int(activity.GetInfo(ctx).Attempt)
-	}
+	topic, call := TurnTopic(s, turnID), 1+int(rand.Int32N(math.MaxInt32-1)) // never 0: "none yet" to a stream
 	return func(text string) {
-		if err := a.Broker.Publish(ctx, topic, Delta{Attempt: attempt, Text: text}); err != nil {
+		if err := a.Broker.Publish(ctx, topic, Delta{Call: call, Text: text}); err != nil {
 			logger(ctx).Debug("stream delta", "topic", topic, "error", err)
 		}
 	}

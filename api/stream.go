@@ -139,7 +139,7 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 			w.send(event, strconv.Itoa(id), data)
 		}
 	}
-	sent, running, attempt, failures := 0, "", 0, 0
+	sent, running, call, failures := 0, "", 0, 0
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
@@ -156,11 +156,11 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 				continue
 			}
 			data := gin.H{"text": d.Text}
-			if d.Attempt != attempt {
-				if attempt != 0 {
+			if d.Call != call {
+				if call != 0 {
 					data["reset"] = true
 				}
-				attempt = d.Attempt
+				call = d.Call
 			}
 			w.send("token", "", data)
 		case <-tick.C:

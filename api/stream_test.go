@@ -68,7 +68,7 @@ func scriptedTurn(t *testing.T, f *fakeClient, b activities.Broker) {
 		r := script[min(n, len(script)-1)]
 		if n == 2 { // the model writes, twice: a retry starts again
 			topic := activities.TurnTopic(activities.SessionKey{Tenant: "default", SessionID: "s1"}, "t1")
-			for _, d := range []activities.Delta{{Attempt: 1, Text: "你"}, {Attempt: 2, Text: "你好"}, {Attempt: 2, Text: ", world"}} {
+			for _, d := range []activities.Delta{{Call: 1, Text: "你"}, {Call: 2, Text: "你好"}, {Call: 2, Text: ", world"}} {
 				_ = b.Publish(ctx, topic, d)
 			}
 		}

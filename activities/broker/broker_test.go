@@ -50,23 +50,23 @@ func conformance(t *testing.T, b activities.Broker) {
 		topic string
 		delta activities.Delta
 	}{
-		{"acme/s1/t2", activities.Delta{Attempt: 1, Text: "other turn"}},
-		{"acme/s1/t1", activities.Delta{Attempt: 1, Text: "Hello"}},
-		{"acme/s1/t1", activities.Delta{Attempt: 1, Text: ", 世界"}},
-		{"acme/s1/t1", activities.Delta{Attempt: 2, Text: long}},
+		{"acme/s1/t2", activities.Delta{Call: 1, Text: "other turn"}},
+		{"acme/s1/t1", activities.Delta{Call: 1, Text: "Hello"}},
+		{"acme/s1/t1", activities.Delta{Call: 1, Text: ", 世界"}},
+		{"acme/s1/t1", activities.Delta{Call: 2, Text: long}},
 	} {
 		if err := b.Publish(t.Context(), d.topic, d.delta); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := receive(t, ch, 2)
-	if got[0] != (activities.Delta{Attempt: 1, Text: "Hello"}) || got[1] != (activities.Delta{Attempt: 1, Text: ", 世界"}) {
+	if got[0] != (activities.Delta{Call: 1, Text: "Hello"}) || got[1] != (activities.Delta{Call: 1, Text: ", 世界"}) {
 		t.Fatalf("got %v", got)
 	}
 	var text strings.Builder
 	for text.Len() < len(long) {
 		d := receive(t, ch, 1)[0]
-		if d.Attempt != 2 {
+		if d.Call != 2 {
 			t.Fatalf("delta %+v", d)
 		}
 		text.WriteString(d.Text)
@@ -84,7 +84,7 @@ func conformance(t *testing.T, b activities.Broker) {
 		t.Fatal("the channel did not close")
 	}
 	// Publishing with nobody listening is fine.
-	if err := b.Publish(t.Context(), "acme/s1/t1", activities.Delta{Attempt: 1, Text: "late"}); err != nil {
+	if err := b.Publish(t.Context(), "acme/s1/t1", activities.Delta{Call: 1, Text: "late"}); err != nil {
 		t.Fatal(err)
 	}
 }

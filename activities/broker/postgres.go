@@ -61,7 +61,7 @@ func (p *Postgres) Publish(ctx context.Context, topic string, d activities.Delta
 			part = part[:cut]
 		}
 		text = text[len(part):]
-		b, err := json.Marshal(activities.Delta{Attempt: d.Attempt, Text: part})
+		b, err := json.Marshal(activities.Delta{Call: d.Call, Text: part})
 		if err != nil {
 			return err
 		}
