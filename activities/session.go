@@ -92,6 +92,10 @@ type LoadContextResult struct {
 	// turn's answer (a repeat): the caller must not generate again.
 	AnswerID string `json:"answerId,omitempty"`
 	Answer   string `json:"answer,omitempty"`
+	// AnswerFollows reports, with AnswerID, that the stored question hangs
+	// where this call asked (ParentID): the answer is this very turn's,
+	// stored by an execution whose workflow task was lost with its worker.
+	AnswerFollows bool `json:"answerFollows,omitempty"`
 	// Route is RouteQA when asked for, the knowledge base has documents and
 	// the question is not small talk; else RouteChat. Empty when not asked.
 	Route string `json:"route,omitempty"`
@@ -120,6 +124,7 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 		return res, fmt.Errorf("load context of %s turn %s: %w", in.Session, in.TurnID, err)
 	} else if ok {
 		res.AnswerID, res.Answer = ans.ID, ans.Content
+		res.AnswerFollows = stored.ParentID == in.ParentID && ans.ParentID == stored.ID
 	}
 
 	window := in.Window

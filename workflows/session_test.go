@@ -22,6 +22,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -581,4 +582,44 @@ func (h *harness) statuses() *[]string {
 		}
 	}).Return(nil)
 	return &out
+}
+
+// TestTurnAnsweredInALostTaskGoesOn: a fast model's turn is one workflow
+// task; a worker lost after it stored the answer, before the task
+// completed, leaves the question and answer in the transcript, and the
+// next worker makes the turn again. The turn is then complete and the next
+// one follows its answer. An old repeat elsewhere in the tree moves nothing.
+func TestTurnAnsweredInALostTaskGoesOn(t *testing.T) {
+	h := newHarness(t)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, m := range []convo.Message{
+		{ID: "t-1.u", Role: convo.RoleUser, Content: "first", CreatedAt: at},
+		{ID: "t-1.a", ParentID: "t-1.u", Role: convo.RoleAssistant, Content: "stored answer", CreatedAt: at},
+		{ID: "old.u", Role: convo.RoleUser, Content: "old", CreatedAt: at},
+		{ID: "old.a", ParentID: "old.u", Role: convo.RoleAssistant, Content: "old answer", CreatedAt: at},
+	} {
+		if _, _, err := h.store.Append(context.Background(), h.key, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first"})
+	second := h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "second"})
+	old := h.update(3*time.Second, workflows.TurnRequest{TurnID: "old", Question: "old"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	if r := first.result; r.Status != workflows.TurnCompleted || r.Answer != "stored answer" {
+		t.Errorf("first turn = %+v", r)
+	}
+	if r := second.result; r.Status != workflows.TurnCompleted || r.Answer != "answer 1 to: second" {
+		t.Errorf("second turn = %+v", r)
+	}
+	if m, ok, err := h.store.Get(context.Background(), h.key, "t-2.u"); err != nil || !ok || m.ParentID != "t-1.a" {
+		t.Errorf("the second question hangs below %q (%v %v), want t-1.a", m.ParentID, ok, err)
+	}
+	if r := old.result; r.Status != workflows.TurnCompleted || r.Answer != "old answer" {
+		t.Errorf("old repeat = %+v", r)
+	}
+	if st := h.state(t); st.Turns != 2 || st.ActiveLeaf != "t-2.a" {
+		t.Errorf("state: %d turns, leaf %q; want 2 and t-2.a", st.Turns, st.ActiveLeaf)
+	}
 }

@@ -54,9 +54,16 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		s.fail(res, "load context", err)
 		return
 	}
-	if lc.AnswerID != "" { // a repeat whose answer is stored: nothing moves
+	if lc.AnswerID != "" { // a repeat whose answer is stored: nothing is generated again
 		res.Steps = append(res.Steps, Step{Name: "generate", Status: "skipped", Start: workflow.Now(ctx),
 			Details: map[string]any{"reason": "answer already in transcript"}})
+		if lc.AnswerFollows {
+			// This turn, answered in a workflow task lost with its worker
+			// (a fast model's turn is one task), and made again: it is
+			// complete, and the conversation goes on from its answer.
+			s.complete(res, lc.AnswerID, lc.Answer)
+			return
+		}
 		res.Status, res.Answer, res.AssistantMessageID = TurnCompleted, lc.Answer, lc.AnswerID
 		return
 	}
