@@ -216,6 +216,8 @@ func (d *DB) classify(err error) error {
 	var pg *pgconn.PgError
 	var lite *sqlite.Error
 	switch {
+	case unbound(err):
+		return fmt.Errorf("%w: %v (the statement has a parameter; none is bound)", ErrStatement, err)
 	case errors.As(err, &pg):
 		// Class 08 (connection) and 57 (operator intervention) are the
 		// server's trouble, not the statement's.
@@ -230,6 +232,17 @@ func (d *DB) classify(err error) error {
 		}
 	}
 	return err
+}
+
+// unbound reports the driver's refusal to run a statement with parameters
+// that have no value (a plain error of the driver, before the database sees
+// it: modernc's "missing named argument", "missing argument with index",
+// pgx's "expected N arguments, got M"). The tools bind none, so it is the
+// statement's fault.
+func unbound(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "missing named argument ") || strings.HasPrefix(msg, "missing argument with index ") ||
+		strings.HasPrefix(msg, "expected ") && strings.Contains(msg, " arguments, got ")
 }
 
 // Tables lists the tables, sorted.

@@ -101,7 +101,7 @@ func TestRowCapAndErrors(t *testing.T) {
 	if err != nil || len(res.Rows) != 50 || !res.Truncated || res.Columns[1] != "name" || res.Rows[0][0] != int64(1) {
 		t.Fatalf("capped query: %d rows, truncated %v, %v", len(res.Rows), res.Truncated, err)
 	}
-	for _, stmt := range []string{"SELEC 1", "SELECT nope FROM customers", "SELECT * FROM nowhere", ""} {
+	for _, stmt := range []string{"SELEC 1", "SELECT nope FROM customers", "SELECT * FROM nowhere", "", "SELECT ?", "SELECT @m()", "SELECT :x", "SELECT $1"} {
 		if _, err := db.Query(t.Context(), stmt); !errors.Is(err, ErrStatement) {
 			t.Errorf("%q: %v, want ErrStatement", stmt, err)
 		}
@@ -146,6 +146,9 @@ func TestReadOnlyIsEnforcedByPostgres(t *testing.T) {
 	res, err := db.Query(t.Context(), "SELECT id, name FROM customers ORDER BY id")
 	if err != nil || len(res.Rows) != 50 || !res.Truncated {
 		t.Errorf("capped query: %d rows, truncated %v, %v", len(res.Rows), res.Truncated, err)
+	}
+	if _, err := db.Query(t.Context(), "SELECT $1"); !errors.Is(err, ErrStatement) {
+		t.Errorf("a parameter without a value: %v, want ErrStatement", err)
 	}
 }
 
