@@ -98,7 +98,8 @@ func (s *Store) indexPut(e *entry) {
 	if e.zero {
 		return
 	}
-	s.vectors++
+	e.row = len(s.rows)
+	s.rows = append(s.rows, e)
 	for k, v := range e.meta {
 		key := termKey(k, v)
 		set := s.terms[key]
@@ -120,7 +121,10 @@ func (s *Store) indexRemove(e *entry) {
 	if e.zero {
 		return
 	}
-	s.vectors--
+	last := s.rows[len(s.rows)-1]
+	s.rows[e.row], last.row = last, e.row
+	s.rows[len(s.rows)-1] = nil
+	s.rows = s.rows[:len(s.rows)-1]
 	for k, v := range e.meta {
 		key := termKey(k, v)
 		if set := s.terms[key]; set != nil {
@@ -148,12 +152,12 @@ func (s *Store) maybeIndex() {
 	if s.closed || a.building || s.dim == 0 {
 		return
 	}
-	if a.g != nil && s.vectors < a.cfg.ExactBelow/2 {
+	if a.g != nil && len(s.rows) < a.cfg.ExactBelow/2 {
 		a.g = nil
 		return
 	}
 	switch {
-	case a.g == nil && s.vectors >= a.cfg.ExactBelow:
+	case a.g == nil && len(s.rows) >= a.cfg.ExactBelow:
 	case a.g != nil && a.g.dead > a.g.live() && a.g.dead >= a.cfg.ExactBelow/2:
 	case a.g != nil && !a.calibrating && a.g.live() >= 2*a.g.calibrated:
 		g := a.g
@@ -171,13 +175,8 @@ func (s *Store) maybeIndex() {
 	default:
 		return
 	}
-	snap := make([]*entry, 0, s.vectors)
-	for _, e := range s.chunks {
-		if !e.zero {
-			snap = append(snap, e)
-		}
-	}
-	// The same chunks give the same graph, whatever the map's order.
+	snap := slices.Clone(s.rows)
+	// The same chunks give the same graph, whatever their order.
 	slices.SortFunc(snap, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
 	if a.cfg.inline {
 		a.g, _ = buildGraph(snap, a.cfg.Params, nil)
@@ -366,10 +365,10 @@ func (s *Store) waitIndex() {
 
 // candidates returns the chunks with vectors that may match filter: those
 // holding its rarest term (nil, 0 when some term is held by none); all of
-// them (nil, s.vectors) when there is no filter.
+// them (nil, len(s.rows)) when there is no filter.
 func (s *Store) candidates(filter map[string]string) (map[*entry]struct{}, int) {
 	if len(filter) == 0 {
-		return nil, s.vectors
+		return nil, len(s.rows)
 	}
 	var best map[*entry]struct{}
 	for k, v := range filter {

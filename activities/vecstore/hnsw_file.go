@@ -213,7 +213,7 @@ func (s *Store) loadGraph(clean bool, logSize int64) {
 	}
 	if err == nil {
 		var g *graph
-		if g, err = decodeGraph(b, s.ann.cfg.Params, logSize, s.dim, s.chunks, s.vectors); err == nil {
+		if g, err = decodeGraph(b, s.ann.cfg.Params, logSize, s.dim, s.chunks, len(s.rows)); err == nil {
 			s.ann.g = g
 			s.ann.saved = logSize
 			return

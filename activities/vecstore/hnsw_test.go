@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ func checkIndex(t *testing.T, s *Store) {
 			continue
 		}
 		vectors++
+		if e.row >= len(s.rows) || s.rows[e.row] != e {
+			t.Errorf("chunk %s is not at its row %d of the scan", e.id, e.row)
+		}
 		for k, v := range e.meta {
 			terms[termKey(k, v)]++
 			if _, ok := s.terms[termKey(k, v)][e]; !ok {
@@ -119,8 +123,8 @@ func checkIndex(t *testing.T, s *Store) {
 			}
 		}
 	}
-	if vectors != s.vectors {
-		t.Errorf("vectors = %d, counted %d", s.vectors, vectors)
+	if vectors != len(s.rows) {
+		t.Errorf("rows = %d, counted %d", len(s.rows), vectors)
 	}
 	for k, set := range s.terms {
 		if len(set) != terms[k] {
@@ -738,5 +742,53 @@ func TestCalibration(t *testing.T) {
 	}
 	if low.ann.approx.Load() != 0 {
 		t.Errorf("%d searches by a graph that does not reach the recall", low.ann.approx.Load())
+	}
+}
+
+// TestExactScanSharedAmongProcessors checks that the scan split among
+// goroutines answers as one scan of all the rows: the same chunks, scores
+// and order, ties (the same vector in rows of different shards) by id.
+func TestExactScanSharedAmongProcessors(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := &Store{}
+	n := 3*scanShard + 7
+	twin := 0
+	for i := range n {
+		vec, _, _ := normalise(gaussian(rng, 8))
+		if i%(scanShard/2) == 5 { // a twin in every half-shard
+			if twin == 0 {
+				twin = i
+			}
+			vec = s.rows[twin-1].vec
+		}
+		lang := "en"
+		if i%3 == 0 {
+			lang = "zh"
+		}
+		s.rows = append(s.rows, &entry{id: fmt.Sprintf("c%06d", n-i), vec: vec, row: i, meta: map[string]string{"lang": lang}})
+	}
+	want := func(q []float32, k int, filter map[string]string) []scored {
+		var all []scored
+		for _, e := range s.rows {
+			if matches(e.meta, filter) {
+				all = append(all, scored{e: e, score: dot(q, e.vec)})
+			}
+		}
+		sortBest(all)
+		return all[:k]
+	}
+	queries := [][]float32{s.rows[twin-1].vec}
+	for range 10 {
+		q, _, _ := normalise(gaussian(rng, 8))
+		queries = append(queries, q)
+	}
+	for i, q := range queries {
+		for _, filter := range []map[string]string{nil, {"lang": "zh"}} {
+			got, exp := s.exact(q, 10, filter, nil), want(q, 10, filter)
+			if !slices.Equal(got, exp) {
+				t.Errorf("query %d, filter %v: scan %v, want %v", i, filter, scoredIDs(got), scoredIDs(exp))
+			}
+		}
 	}
 }

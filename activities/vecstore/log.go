@@ -48,6 +48,7 @@ type entry struct {
 	meta          map[string]string
 	vec           []float32
 	zero          bool
+	row           int // its index in Store.rows when it has a vector
 }
 
 // encodeUpsert appends an upsert record's payload for e to b.
