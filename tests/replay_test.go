@@ -101,9 +101,11 @@ func TestRecordHistory(t *testing.T) {
 // TestRecordFastModelHistory records a session whose instant model is
 // called in the workflow task (Limits.FastModel) after its first answer,
 // with one call that fails there and is made again as an activity; its
-// turns after the first publish no "running" status. (In
-// session_fast_model_v1.json, recorded before that, they do.) Same switch
-// as TestRecordHistory.
+// turns after the first publish no "running" status, and its idle expiry
+// takes one timer a TTL. (In session_fast_model_v1.json, recorded before
+// "quiet-fast-turns", they publish it; in _v2, recorded before
+// "idle-timer", each wait starts a timer of its own.) Same switch as
+// TestRecordHistory.
 func TestRecordFastModelHistory(t *testing.T) {
 	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
 		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")

@@ -247,3 +247,35 @@ func TestLedger(t *testing.T) {
 		t.Error("a truncated ledger decodes")
 	}
 }
+
+// An idle session ends IdleTTL after its last turn, with one timer for each
+// TTL it lives through, not one a turn: a timer left pending by each turn
+// would add its event and, a TTL later, a workflow task to fire it.
+func TestIdleExpiryTakesATimerATTL(t *testing.T) {
+	h := newHarness(t)
+	timers := 0
+	h.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
+	start := h.env.Now()
+	var outs []*outcome
+	for i, at := range []time.Duration{time.Second, 20 * time.Minute, 40 * time.Minute, 59 * time.Minute, 90 * time.Minute} {
+		outs = append(outs, h.update(at, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)}))
+	}
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow error: %v", err)
+	}
+	for i, o := range outs {
+		if o.result.Status != workflows.TurnCompleted {
+			t.Errorf("turn %d = %+v", i, o.result)
+		}
+	}
+	// Timers: at the start (fires at 1 h, last turn at 59 min), rearmed for
+	// 1 h 59 min (last turn at 90 min), rearmed for 2 h 30 min: expiry.
+	if timers != 3 {
+		t.Errorf("%d timers for 5 turns over 2.5 h of a 1 h TTL, want 3", timers)
+	}
+	if ended := h.env.Now().Sub(start); ended < 150*time.Minute || ended > 151*time.Minute {
+		t.Errorf("the session ended %s after it started, want 1 h after the last turn (2 h 30 min)", ended)
+	}
+}

@@ -244,9 +244,14 @@ func (s *session) setup(ctx workflow.Context) error {
 // A run ends only in the workflow task that finds nothing left to do: a turn
 // that arrives while it saves its snapshot keeps it going.
 func (s *session) run(ctx workflow.Context) error {
+	idle := newIdleTimer(ctx, s.limits.IdleTTL)
+	canContinue := func() bool { return s.continueAsNewDue(ctx) && workflow.AllHandlersFinished(ctx) }
+	if idle.each { // these runs went round the loop, a timer each time, until the handlers finished
+		canContinue = func() bool { return s.continueAsNewDue(ctx) }
+	}
 	for {
-		ok, err := workflow.AwaitWithTimeout(ctx, s.limits.IdleTTL, func() bool {
-			return len(s.st.Pending) > 0 || s.compress || s.closing != nil || s.continueAsNewDue(ctx)
+		ok, err := idle.await(func() bool {
+			return len(s.st.Pending) > 0 || s.compress || s.closing != nil || canContinue()
 		})
 		if err != nil {
 			return err
@@ -286,6 +291,61 @@ func (s *session) run(ctx workflow.Context) error {
 			}
 			s.logger.Info("session idle, run ended", "ttl", s.limits.IdleTTL)
 			return nil
+		}
+	}
+}
+
+// idleTimer waits for work, or for IdleTTL without any, with one timer a
+// TTL instead of one a wait: the SDK's AwaitWithTimeout leaves its timer
+// pending when the condition comes true, so each turn added a timer event
+// and, a TTL later, a workflow task to fire it. Runs recorded before this
+// wait as they did.
+type idleTimer struct {
+	ctx   workflow.Context
+	ttl   time.Duration
+	each  bool            // a timer a wait (runs before "idle-timer")
+	timer workflow.Future // the pending timer, nil for none
+}
+
+func newIdleTimer(ctx workflow.Context, ttl time.Duration) *idleTimer {
+	each := workflow.GetVersion(ctx, "idle-timer", workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	return &idleTimer{ctx: ctx, ttl: ttl, each: each}
+}
+
+// await returns true once ready() holds, false after a TTL without it.
+func (t *idleTimer) await(ready func() bool) (bool, error) {
+	if t.each {
+		return workflow.AwaitWithTimeout(t.ctx, t.ttl, ready)
+	}
+	deadline := workflow.Now(t.ctx).Add(t.ttl)
+	yielded := false
+	for {
+		if t.timer == nil {
+			t.timer = workflow.NewTimerWithOptions(t.ctx, deadline.Sub(workflow.Now(t.ctx)), workflow.TimerOptions{Summary: "idle expiry"})
+		}
+		// The other coroutines run first, as in AwaitWithTimeout: an update
+		// handler whose turn is done returns before the loop goes on.
+		if err := workflow.Await(t.ctx, func() bool {
+			if !yielded {
+				yielded = true
+				return false
+			}
+			return ready() || t.timer.IsReady()
+		}); err != nil {
+			return false, err
+		}
+		if ready() {
+			return true, nil
+		}
+		// The timer fired: the TTL is over, or it was set in an earlier
+		// wait and is rearmed for the rest of this one.
+		err := t.timer.Get(t.ctx, nil)
+		t.timer = nil
+		if err != nil {
+			return false, err
+		}
+		if !workflow.Now(t.ctx).Before(deadline) {
+			return false, nil
 		}
 	}
 }
