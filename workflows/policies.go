@@ -73,13 +73,22 @@ func permanent(err error) bool {
 // attempts. It reports whether the answer came from the workflow task.
 func modelCall(ctx workflow.Context, limits Limits, fast bool, summary string, attempts int, fn, arg, out any) (inTask bool, err error) {
 	if fast {
-		err = workflow.ExecuteLocalActivity(fastModelCtx(ctx, limits, summary+" (fast model, in the workflow task)"), fn, arg).Get(ctx, out)
-		if err == nil || permanent(err) {
+		if done, err := inTaskCall(ctx, limits, summary, fn, arg, out); done {
 			return true, err
 		}
-		workflow.GetLogger(ctx).Info("fast model call failed in the workflow task; calling it as an activity", "call", summary, "error", err)
 	}
 	return false, workflow.ExecuteActivity(activityCtx(ctx, limits, summary, limits.LLMTimeout, attempts), fn, arg).Get(ctx, out)
+}
+
+// inTaskCall is modelCall's one attempt in the workflow task; done is false
+// when it failed for a reason a retry may fix (logged).
+func inTaskCall(ctx workflow.Context, limits Limits, summary string, fn, arg, out any) (done bool, err error) {
+	err = workflow.ExecuteLocalActivity(fastModelCtx(ctx, limits, summary+" (fast model, in the workflow task)"), fn, arg).Get(ctx, out)
+	if err == nil || permanent(err) {
+		return true, err
+	}
+	workflow.GetLogger(ctx).Info("fast model call failed in the workflow task; calling it as an activity", "call", summary, "error", err)
+	return false, nil
 }
 
 // activityCtx is the context of a regular activity under limits: model

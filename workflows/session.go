@@ -633,8 +633,8 @@ func (s *session) processNext(ctx workflow.Context) {
 // status it would publish first is never seen — an event and a visibility
 // write a turn for nothing. A turn that leaves the workflow task after all
 // (the qa route's child workflow, a turn on a slower model) publishes it
-// then (leavingTask); one whose fast call fails and is made again as an
-// activity does not.
+// then (leavingTask), as does one whose fast call fails and is made again
+// as an activity (session.modelCall).
 func (s *session) oneTaskTurn(ctx workflow.Context, req TurnRequest) bool {
 	if req.Kind != "" || !s.fastModelKnown(s.st.Config.LLMModel) {
 		return false

@@ -540,7 +540,15 @@ func TestFastModelRunsInTheWorkflowTask(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		h.model.next = []error{&activities.ModelError{StatusCode: 404, Message: `model "m" not found`}}
 	}, 3500*time.Millisecond)
+	statuses := h.statuses()
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour, FastModel: 500 * time.Millisecond}))
+
+	// A turn that leaves the workflow task shows "running": the first (no
+	// answer time yet) and the third (made again as an activity, which may
+	// retry for a while); the others end in the task they start in.
+	if got, want := strings.Join(*statuses, ","), "idle,running,idle,idle,running,idle,idle,idle"; got != want {
+		t.Errorf("statuses published %s, want %s", got, want)
+	}
 
 	inTask := func(r workflows.TurnResult) any {
 		for _, st := range r.Steps {

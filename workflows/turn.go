@@ -154,7 +154,7 @@ func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionCon
 		}
 		// The model's own failures are bounded in the activity (Attempts);
 		// the policy also allows for attempts lost with a worker.
-		inTask, err := modelCall(ctx, s.limits, fast, "generate with "+cfg.LLMModel,
+		inTask, err := s.modelCall(ctx, fast, "generate with "+cfg.LLMModel,
 			cfg.MaxRetries+1+lostWorkerAttempts, sa.Generate, s.generateInput(req, cfg, lc), &gen)
 		if err == nil {
 			s.observeModel(cfg.LLMModel, workflow.Now(ctx).Sub(start))
@@ -164,6 +164,22 @@ func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionCon
 		return details, err
 	})
 	return gen, err
+}
+
+// modelCall is modelCall for the session's own steps: a call that fails
+// in the workflow task is made again as an activity after the "running"
+// status a quiet turn skipped is published (it may retry for a while).
+func (s *session) modelCall(ctx workflow.Context, fast bool, summary string, attempts int, fn, arg, out any) (inTask bool, err error) {
+	if fast {
+		if done, err := inTaskCall(ctx, s.limits, summary, fn, arg, out); done {
+			return true, err
+		}
+		// Runs recorded before this stayed "idle" through the retries.
+		if workflow.GetVersion(ctx, "fallback-running", workflow.DefaultVersion, 1) >= 1 {
+			s.leavingTask(ctx)
+		}
+	}
+	return modelCall(ctx, s.limits, false, summary, attempts, fn, arg, out)
 }
 
 // fastModel reports a model whose answers in this session have been fast
@@ -222,7 +238,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	fast := s.fastModel(ctx, cfg.LLMModel)
 	if cfg.EnableQueryRewriting && len(lc.WindowIDs) > 1 {
 		err := s.step(ctx, res, "rewrite_query", func() (map[string]any, error) {
-			inTask, err := modelCall(ctx, s.limits, fast, "rewrite the question to stand alone", cfg.MaxRetries+1,
+			inTask, err := s.modelCall(ctx, fast, "rewrite the question to stand alone", cfg.MaxRetries+1,
 				sa.RewriteQuestion, activities.RewriteQuestionInput{Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs}, &rq)
 			return map[string]any{"query": rq.Question, "rewritten": rq.Rewritten, "topic": rq.Topic, "inWorkflowTask": inTask}, err
 		})
