@@ -777,6 +777,22 @@ func TestTurnWaitFallbackTimesOut(t *testing.T) {
 	}
 }
 
+// A query the session's sticky worker did not take in time (the server
+// then clears the stickiness) is asked again, and answered by any worker.
+func TestQueryAskedAgainAfterTheStickyTimeout(t *testing.T) {
+	f := newFake(t)
+	calls := 0
+	f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+		if calls++; calls == 1 {
+			return nil, serviceerror.NewDeadlineExceeded("context deadline exceeded")
+		}
+		return encode(t, workflows.SessionState{SessionID: "s1", Status: workflows.StatusIdle}), nil
+	}
+	if w := do(server(f), http.MethodGet, "/v1/sessions/s1", ""); w.Code != http.StatusOK || calls != 2 {
+		t.Fatalf("status %d after %d queries, want 200 after 2; body %s", w.Code, calls, w.Body)
+	}
+}
+
 func TestGetSession(t *testing.T) {
 	state := workflows.SessionState{
 		Tenant: "default", SessionID: "s1", Title: "demo", Config: workflows.DefaultSessionConfig(),

@@ -281,7 +281,7 @@ func (s *Server) listSessions(c *gin.Context) {
 func (s *Server) query(ctx context.Context, ref sessionRef, name string, out any, args ...any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v, err := s.c.QueryWorkflow(ctx, ref.workflowID(), "", name, args...)
+	v, err := s.queryWorkflow(ctx, ref.workflowID(), name, args...)
 	if err != nil {
 		return fromTemporal("session "+ref.id, err)
 	}
@@ -289,6 +289,21 @@ func (s *Server) query(ctx context.Context, ref sessionRef, name string, out any
 		return errInternal("decode %s of session %s: %v", name, ref.id, err)
 	}
 	return nil
+}
+
+// queryWorkflow runs a query on a workflow's current run. The server first
+// offers it to the worker that holds the workflow (its sticky queue) and,
+// when that one has not taken it after the sticky timeout (5 s: a worker
+// gone, or one swamped), clears the stickiness and answers that the
+// deadline passed: asked again within ctx, any worker answers.
+func (s *Server) queryWorkflow(ctx context.Context, workflowID, name string, args ...any) (converter.EncodedValue, error) {
+	v, err := s.c.QueryWorkflow(ctx, workflowID, "", name, args...)
+	var late *serviceerror.DeadlineExceeded
+	if errors.As(err, &late) && ctx.Err() == nil {
+		s.log.Info("query again: the worker holding the workflow did not take it in time", "workflow", workflowID, "query", name)
+		v, err = s.c.QueryWorkflow(ctx, workflowID, "", name, args...)
+	}
+	return v, err
 }
 
 func (s *Server) getSession(c *gin.Context) {

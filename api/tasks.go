@@ -63,7 +63,7 @@ func (s *Server) getTask(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
-	v, err := s.c.QueryWorkflow(ctx, wid, "", workflows.QueryState)
+	v, err := s.queryWorkflow(ctx, wid, workflows.QueryState)
 	if err != nil {
 		writeError(c, fromTemporal("task "+id, err))
 		return
