@@ -828,7 +828,7 @@ func (s *Store) approx(g *graph, q []float32, k int, filter map[string]string, n
 }
 
 // scanShard is the fewest rows a goroutine of the exact scan takes: a scan
-// of 100,000 rows of 384 dimensions takes 13 ms on one core (memory-bound),
+// of 100,000 rows of 384 dimensions takes 13 ms on one core of this machine,
 // 7 on two.
 const scanShard = 16384
 
