@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,13 +46,7 @@ func BenchmarkAgentStep(b *testing.B) {
 // on the long one after the worker is restarted, and after it crashed:
 // its transcript read cold.
 func BenchmarkLongSession(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("CTXFLOW_BENCH_LONG_MESSAGES"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 10 {
-			b.Fatalf("CTXFLOW_BENCH_LONG_MESSAGES=%q: want a number ≥ 10", v)
-		}
-	}
+	n := envCount(b, "CTXFLOW_BENCH_LONG_MESSAGES", 100_000, 10)
 	s := startStack(b, stackOptions{})
 	s.startWorker()
 	ctx := b.Context()
@@ -141,13 +133,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // and the share of the planted facts still in the model view at the end
 // (the running summary and the window, read from the transcript).
 func BenchmarkPromptTokens(b *testing.B) {
-	turns := 200
-	if v := os.Getenv("CTXFLOW_BENCH_FACT_TURNS"); v != "" {
-		var err error
-		if turns, err = strconv.Atoi(v); err != nil || turns < 20 {
-			b.Fatalf("CTXFLOW_BENCH_FACT_TURNS=%q: want a number ≥ 20", v)
-		}
-	}
+	turns := envCount(b, "CTXFLOW_BENCH_FACT_TURNS", 200, 20)
 	s := startStack(b, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
 	s.startWorker()
 	for n := 0; b.Loop(); n++ {

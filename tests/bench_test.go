@@ -265,13 +265,7 @@ func cpuTime(pid int) time.Duration {
 // turns 10, 100 and 1,000 (the mean over turns p-4 … p-1, within one run),
 // the number of continue-as-new, and the largest run seen.
 func BenchmarkHistory(b *testing.B) {
-	turns := 1000
-	if v := os.Getenv("CTXFLOW_BENCH_HISTORY_TURNS"); v != "" {
-		var err error
-		if turns, err = strconv.Atoi(v); err != nil || turns < 10 {
-			b.Fatalf("CTXFLOW_BENCH_HISTORY_TURNS=%q: want a number ≥ 10", v)
-		}
-	}
+	turns := envCount(b, "CTXFLOW_BENCH_HISTORY_TURNS", 1000, 10)
 	s := startStack(b, stackOptions{})
 	s.startWorker()
 	ctx := b.Context()

@@ -30,12 +30,19 @@ import (
 // worker: CTXFLOW_RELIABILITY_KILLS, 10 in `make test`, 100 in
 // `make reliability`.
 func reliabilityKills(t *testing.T) int {
-	n := 10
-	if v := os.Getenv("CTXFLOW_RELIABILITY_KILLS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			t.Fatalf("CTXFLOW_RELIABILITY_KILLS=%q: want a positive number", v)
-		}
+	return envCount(t, "CTXFLOW_RELIABILITY_KILLS", 10, 1)
+}
+
+// envCount is the number in the environment variable name, def when it is
+// unset; a value that is not a number of at least least fails tb.
+func envCount(tb testing.TB, name string, def, least int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		tb.Fatalf("%s=%q: want a number ≥ %d", name, v, least)
 	}
 	return n
 }
