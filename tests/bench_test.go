@@ -314,7 +314,7 @@ func BenchmarkHistory(b *testing.B) {
 		if _, err := s.do(ctx, http.MethodGet, "/v1/sessions/hist", nil, &st); err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(st.Runs-1), "continue-as-new")
+		b.ReportMetric(float64(st.Runs), "continue-as-new") // runs after the first: no revive here
 	}
 	b.ReportMetric(float64(largest), "largest-history-bytes")
 }
