@@ -36,19 +36,30 @@ start)
   # server and expects what was committed to be there.
   durable=off
   [ "${PG_DURABLE:-}" = 1 ] && durable=on
-  if [ -f "$dir/port" ]; then # started before: the same address again
-    port=$(cat "$dir/port")
-  else
-    for _ in $(seq 50); do
-      port=$((20000 + RANDOM % 20000))
-      (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null || break
-    done
-    echo "$port" >"$dir/port"
-  fi
-  "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=$durable -c synchronous_commit=$durable -c max_connections=200" >/dev/null ||
-    { cat "$dir/server.log" >&2; exit 1; }
-  echo "postgres://ctxflow@127.0.0.1:$port/postgres?sslmode=disable"
+  # A new cluster takes a free port below the kernel's ephemeral range: a
+  # port in it may be an outgoing connection's source port by the time the
+  # server binds it (after a load test, thousands are). A failed start is
+  # tried again on another port; a restart keeps the port of the first.
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$low" -gt 11000 ] || low=32768
+  for attempt in 1 2 3 4 5; do
+    if [ -f "$dir/port" ]; then # started before: the same address again
+      port=$(cat "$dir/port")
+      attempt=5
+    else
+      for _ in $(seq 50); do
+        port=$((10000 + RANDOM % (low - 10000)))
+        (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null || break
+      done
+    fi
+    if "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=$durable -c synchronous_commit=$durable -c max_connections=200" >/dev/null; then
+      echo "$port" >"$dir/port"
+      echo "postgres://ctxflow@127.0.0.1:$port/postgres?sslmode=disable"
+      exit 0
+    fi
+    [ "$attempt" -lt 5 ] || { cat "$dir/server.log" >&2; exit 1; }
+  done
   ;;
 stop)
   "${run[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true

@@ -517,7 +517,11 @@ func TestReliabilityStoreDown(t *testing.T) {
 		c.Env = append(os.Environ(), "PG_DURABLE=1") // an immediate shutdown keeps what was committed
 		out, err := c.Output()
 		if err != nil {
-			t.Fatalf("postgres.sh %s: %v", cmd, err)
+			var stderr []byte
+			if exit, ok := err.(*exec.ExitError); ok {
+				stderr = exit.Stderr
+			}
+			t.Fatalf("postgres.sh %s: %v\n%s", cmd, err, stderr)
 		}
 		return strings.TrimSpace(string(out))
 	}
