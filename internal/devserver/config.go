@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/server/common/authorization"
@@ -100,6 +101,11 @@ func pickPorts(opts Options) (ports, error) {
 	return p, nil
 }
 
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{} // the ports FreePort returned
+)
+
 // freePort is FreePort, for the server's own listeners.
 func freePort(ip string) (int, error) { return FreePort(ip) }
 
@@ -107,7 +113,9 @@ func freePort(ip string) (int, error) { return FreePort(ip) }
 // (net.ipv4.ip_local_port_range). A port the kernel hands out for ":0"
 // is in that range, and so is every outgoing connection's source port: one
 // of them took such a port between this check and the server's bind, and
-// the Temporal server does not survive a failed bind (it panics).
+// the Temporal server does not survive a failed bind (it panics). Nor does
+// it return a port it returned before in this process: a port is free again
+// once checked, so the five of one server could have come out the same.
 func FreePort(ip string) (int, error) {
 	low := 32768
 	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
@@ -117,12 +125,18 @@ func FreePort(ip string) (int, error) {
 			}
 		}
 	}
+	handedMu.Lock()
+	defer handedMu.Unlock()
 	var err error
 	for range 100 {
 		port := 10000 + rand.IntN(low-10000)
+		if handed[port] {
+			continue
+		}
 		var ln net.Listener
 		if ln, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
 			_ = ln.Close()
+			handed[port] = true
 			return port, nil
 		}
 	}
