@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 
@@ -26,10 +27,16 @@ import (
 // steps, so GET .../turns/{turnId}/events with Last-Event-ID resumes a
 // dropped stream where it was; tokens have none (the final event carries
 // the whole answer), and a token with "reset" starts the answer again (a
-// retried model call).
+// retried model call). The tokens add up to the answer before the final
+// event (tokens.finish).
 
 // pollEvery is how often a stream reads its turn's progress.
 const pollEvery = 100 * time.Millisecond
+
+// deltaGrace is how long a stream whose turn has ended waits for answer
+// deltas still on their way: the broker delivers them apart from the turn's
+// result (PostgreSQL's notifications on a connection of their own).
+const deltaGrace = 300 * time.Millisecond
 
 // wantsStream reports a request for server-sent events.
 func wantsStream(c *gin.Context) bool {
@@ -139,7 +146,9 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 			w.send(event, strconv.Itoa(id), data)
 		}
 	}
-	sent, running, call, failures := 0, "", 0, 0
+	sent, running, failures := 0, "", 0
+	subscribed := deltas != nil
+	var said tokens
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
@@ -155,14 +164,7 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 				deltas = nil
 				continue
 			}
-			data := gin.H{"text": d.Text}
-			if d.Call != call {
-				if call != 0 {
-					data["reset"] = true
-				}
-				call = d.Call
-			}
-			w.send("token", "", data)
+			w.send("token", "", said.add(d))
 		case <-tick.C:
 			var res workflows.TurnResult
 			if err := s.query(ctx, ref, workflows.QueryTurn, &res, turnID); err != nil {
@@ -191,10 +193,65 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 			}
 			if res.Status != workflows.TurnCompleted {
 				emit("error", end+1, gin.H{"error": gin.H{"code": cmpOr(res.ErrorCode, activities.CodeUnavailable), "message": res.Error}})
+			} else if subscribed && after == 0 {
+				said.finish(ctx, w, deltas, res.Answer)
 			}
 			emit("final", end+2, res)
 			return
 		}
+	}
+}
+
+// tokens is what a stream has sent of the answer: the model call its
+// tokens came from, and their text.
+type tokens struct {
+	call int
+	text strings.Builder
+}
+
+// add is d's token event; a delta of another call (a retried model call)
+// starts the answer again.
+func (t *tokens) add(d activities.Delta) gin.H {
+	data := gin.H{"text": d.Text}
+	if d.Call != t.call {
+		if t.call != 0 {
+			data["reset"] = true
+		}
+		t.call = d.Call
+		t.text.Reset()
+	}
+	t.text.WriteString(d.Text)
+	return data
+}
+
+// finish makes the tokens add up to the answer (trimmed, as the answer is)
+// before the final event: it waits up to deltaGrace for deltas still on
+// their way, and sends what never came (a slow subscriber drops deltas, a
+// stored answer repeated has none) as one token.
+func (t *tokens) finish(ctx context.Context, w sse, deltas <-chan activities.Delta, answer string) {
+	grace := time.NewTimer(deltaGrace)
+	defer grace.Stop()
+	for deltas != nil && strings.TrimSpace(t.text.String()) != answer {
+		select {
+		case d, ok := <-deltas:
+			if !ok {
+				deltas = nil
+				continue
+			}
+			w.send("token", "", t.add(d))
+		case <-grace.C:
+			deltas = nil
+		case <-ctx.Done():
+			return
+		}
+	}
+	got := strings.TrimLeftFunc(t.text.String(), unicode.IsSpace)
+	switch {
+	case strings.TrimSpace(got) == answer:
+	case strings.HasPrefix(answer, got):
+		w.send("token", "", gin.H{"text": answer[len(got):]})
+	default:
+		w.send("token", "", gin.H{"text": answer, "reset": true})
 	}
 }
 

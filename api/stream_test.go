@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -130,6 +131,79 @@ func TestStreamTurn(t *testing.T) {
 		t.Errorf("resumed events: %v", got)
 	}
 	wantError(t, do(h, http.MethodGet, "/v1/sessions/s1/turns/t1/events", "", "Last-Event-ID", "x"), http.StatusBadRequest, "invalid_argument")
+}
+
+// The tokens of a stream add up to the answer before the final event, when
+// deltas come after the turn's result (the broker delivers them apart),
+// never come, come in part, or come from another call.
+func TestStreamTokensAddUpToTheAnswer(t *testing.T) {
+	const answer = "你好, world"
+	topic := activities.TurnTopic(activities.SessionKey{Tenant: "default", SessionID: "s1"}, "t1")
+	for _, tc := range []struct {
+		name         string
+		during, late []activities.Delta // published while it runs / just after it is done
+		tokens       int
+	}{
+		{name: "late", late: []activities.Delta{{Call: 1, Text: "你好"}, {Call: 1, Text: ", world\n"}}, tokens: 2},
+		{name: "none", tokens: 1},
+		{name: "part", during: []activities.Delta{{Call: 1, Text: " 你好"}}, tokens: 2},
+		{name: "another call", during: []activities.Delta{{Call: 1, Text: "bye"}}, tokens: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			b := broker.NewLocal()
+			var mu sync.Mutex
+			n := 0
+			f.QueryWorkflowFn = func(ctx context.Context, _, _, _ string, _ ...any) (converter.EncodedValue, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				n++
+				if n == 1 {
+					for _, d := range tc.during {
+						_ = b.Publish(ctx, topic, d)
+					}
+					return encode(t, workflows.TurnResult{TurnID: "t1", Status: workflows.TurnRunning, RunningStep: "generate"}), nil
+				}
+				if n == 2 {
+					time.AfterFunc(50*time.Millisecond, func() {
+						for _, d := range tc.late {
+							_ = b.Publish(context.Background(), topic, d)
+						}
+					})
+				}
+				return encode(t, workflows.TurnResult{TurnID: "t1", Status: workflows.TurnCompleted, Answer: answer}), nil
+			}
+			recordUpdate(t, f, submitted(t))
+			opts := options()
+			opts.Broker = b
+			w := do(api.New(f, opts).Handler(), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"你好","turnId":"t1"}`, "Accept", "text/event-stream")
+			var text strings.Builder
+			tokens, final := 0, false
+			for _, e := range events(t, w.Body.String()) {
+				switch e.name {
+				case "token":
+					if final {
+						t.Error("a token after the final event")
+					}
+					var d struct {
+						Text  string
+						Reset bool
+					}
+					_ = json.Unmarshal([]byte(e.data), &d)
+					if d.Reset {
+						text.Reset()
+					}
+					text.WriteString(d.Text)
+					tokens++
+				case "final":
+					final = true
+				}
+			}
+			if got := strings.TrimSpace(text.String()); got != answer || tokens != tc.tokens || !final {
+				t.Errorf("%d tokens make %q (final %v), want %d making %q", tokens, got, final, tc.tokens, answer)
+			}
+		})
+	}
 }
 
 // A turn that fails streams an error before its final result; a turn the
