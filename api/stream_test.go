@@ -47,6 +47,29 @@ func events(t *testing.T, body string) []event {
 	return out
 }
 
+// answerOf is the text the token events of evs make (a reset starts it
+// again) and how many there are.
+func answerOf(evs []event) (string, int) {
+	var text strings.Builder
+	n := 0
+	for _, e := range evs {
+		if e.name != "token" {
+			continue
+		}
+		var d struct {
+			Text  string
+			Reset bool
+		}
+		_ = json.Unmarshal([]byte(e.data), &d)
+		if d.Reset {
+			text.Reset()
+		}
+		text.WriteString(d.Text)
+		n++
+	}
+	return text.String(), n
+}
+
 // scriptedTurn is a turn seen by successive turn queries: queued, in its
 // steps (the answer streamed while it generates), then done.
 func scriptedTurn(t *testing.T, f *fakeClient, b activities.Broker) {
@@ -92,28 +115,17 @@ func TestStreamTurn(t *testing.T) {
 		t.Fatalf("stream = %d %v %s", w.Code, w.Header(), w.Body)
 	}
 	var got []string
-	var tokens strings.Builder
 	evs := events(t, w.Body.String())
 	for _, e := range evs {
 		got = append(got, e.id+":"+e.name)
-		if e.name == "token" {
-			var d struct {
-				Text  string
-				Reset bool
-			}
-			_ = json.Unmarshal([]byte(e.data), &d)
-			if d.Reset {
-				tokens.Reset()
-			}
-			tokens.WriteString(d.Text)
-		}
 	}
+	tokens, _ := answerOf(evs)
 	want := "0:accepted 1:step 2:step 3:step :token :token :token 4:step 5:step 6:step 9:final"
 	if strings.Join(got, " ") != want {
 		t.Errorf("events\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
-	if tokens.String() != "你好, world" {
-		t.Errorf("tokens make %q", tokens.String())
+	if tokens != "你好, world" {
+		t.Errorf("tokens make %q", tokens)
 	}
 	var final workflows.TurnResult
 	if err := json.Unmarshal([]byte(evs[len(evs)-1].data), &final); err != nil || final.Answer != "你好, world" || len(final.Steps) != 3 {
@@ -177,30 +189,10 @@ func TestStreamTokensAddUpToTheAnswer(t *testing.T) {
 			opts := options()
 			opts.Broker = b
 			w := do(api.New(f, opts).Handler(), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"你好","turnId":"t1"}`, "Accept", "text/event-stream")
-			var text strings.Builder
-			tokens, final := 0, false
-			for _, e := range events(t, w.Body.String()) {
-				switch e.name {
-				case "token":
-					if final {
-						t.Error("a token after the final event")
-					}
-					var d struct {
-						Text  string
-						Reset bool
-					}
-					_ = json.Unmarshal([]byte(e.data), &d)
-					if d.Reset {
-						text.Reset()
-					}
-					text.WriteString(d.Text)
-					tokens++
-				case "final":
-					final = true
-				}
-			}
-			if got := strings.TrimSpace(text.String()); got != answer || tokens != tc.tokens || !final {
-				t.Errorf("%d tokens make %q (final %v), want %d making %q", tokens, got, final, tc.tokens, answer)
+			evs := events(t, w.Body.String())
+			text, tokens := answerOf(evs)
+			if last := evs[len(evs)-1].name; strings.TrimSpace(text) != answer || tokens != tc.tokens || last != "final" {
+				t.Errorf("%d tokens make %q, then %q; want %d making %q, then the final event", tokens, text, last, tc.tokens, answer)
 			}
 		})
 	}
