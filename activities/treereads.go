@@ -7,7 +7,7 @@ import (
 )
 
 // TreeReads answers the [TranscriptStore] calls that only read a session's
-// whole tree — Assemble, PlanSummary, All — over a store's own Read, which
+// whole tree — Assemble, PlanSummary, All, Grown — over a store's own Read, which
 // runs fn on the session's tree as that store keeps it. A store embeds it.
 type TreeReads struct {
 	Read func(ctx context.Context, k SessionKey, fn func(t *convo.Tree) error) error
@@ -42,4 +42,13 @@ func (r TreeReads) All(ctx context.Context, k SessionKey) (all []convo.Message, 
 		return nil
 	})
 	return all, err
+}
+
+// Grown returns what grew below a message since it was a leaf.
+func (r TreeReads) Grown(ctx context.Context, k SessionKey, id string) (msgs []convo.Message, err error) {
+	err = r.Read(ctx, k, func(t *convo.Tree) error {
+		msgs = t.Grown(id)
+		return nil
+	})
+	return msgs, err
 }

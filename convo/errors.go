@@ -12,6 +12,9 @@ var (
 	ErrDuplicateID = errors.New("duplicate message id")
 	// ErrMissingParent: a message names a parent that does not exist.
 	ErrMissingParent = errors.New("missing parent")
+	// ErrNotLeaf: a message that must hang below a leaf names a parent
+	// that already has a child (see [Tree.AppendLeaf]).
+	ErrNotLeaf = errors.New("parent is not a leaf")
 	// ErrCycle: parent links loop instead of reaching a root.
 	ErrCycle = errors.New("parent cycle")
 	// ErrNotFound: no message has the requested id.

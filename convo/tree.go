@@ -235,6 +235,44 @@ func (t *Tree) Messages() []Message {
 	return out
 }
 
+// Grown returns what grew below id since it was a leaf: the newest child
+// of id, then its newest child, and so on to a leaf (id "" starts from the
+// newest root). Nil for a leaf or an unknown id.
+func (t *Tree) Grown(id string) []Message {
+	kids := t.roots
+	if id != "" {
+		x, ok := t.index[id]
+		if !ok {
+			return nil
+		}
+		kids = t.nodes[x].kids
+	}
+	var out []Message
+	for len(kids) > 0 {
+		x := kids[len(kids)-1]
+		out = append(out, t.nodes[x].msg)
+		kids = t.nodes[x].kids
+	}
+	return out
+}
+
+// AppendLeaf is [Tree.Append] for a message that must hang below a leaf:
+// it fails with [ErrNotLeaf], leaving the tree unchanged, when m's parent
+// (or, for a root, the tree) already has a child.
+func (t *Tree) AppendLeaf(m Message) error {
+	kids := t.roots
+	if m.ParentID != "" {
+		kids = nil // an unknown parent: Append says so
+		if x, ok := t.index[m.ParentID]; ok {
+			kids = t.nodes[x].kids
+		}
+	}
+	if _, dup := t.index[m.ID]; !dup && len(kids) > 0 {
+		return fmt.Errorf("append %q below %q: %w", m.ID, m.ParentID, ErrNotLeaf)
+	}
+	return t.Append(m)
+}
+
 func (t *Tree) messagesOf(xs []int32) []Message {
 	if len(xs) == 0 {
 		return nil

@@ -229,3 +229,61 @@ func TestAppendCopiesMessage(t *testing.T) {
 		t.Errorf("tree message changed with the caller's copy: %+v", m)
 	}
 }
+
+// TestAppendLeafAndGrown: a message that must hang below a leaf is refused,
+// the tree unchanged, once its parent (or, for a root, the tree) has a
+// child; Grown follows the newest child down to a leaf.
+func TestAppendLeafAndGrown(t *testing.T) {
+	tr := NewTree()
+	u := func(id, parent string) Message { return Message{ID: id, ParentID: parent, Role: RoleUser, Content: id} }
+	a := func(id, parent string) Message {
+		return Message{ID: id, ParentID: parent, Role: RoleAssistant, Content: id}
+	}
+	if got := tr.Grown(""); got != nil {
+		t.Errorf("Grown of an empty tree = %v", ids(got))
+	}
+	for _, m := range []Message{u("q1", ""), a("a1", "q1"), u("q2", "a1"), a("a2", "q2")} {
+		if err := tr.AppendLeaf(m); err != nil {
+			t.Fatalf("AppendLeaf(%s) = %v", m.ID, err)
+		}
+	}
+	tests := []struct {
+		name string
+		m    Message
+		want error
+	}{
+		{"below a leaf", u("q3", "a2"), nil},
+		{"below a message with a child", u("x", "a1"), ErrNotLeaf},
+		{"a second root", u("r", ""), ErrNotLeaf},
+		{"below a new leaf", a("a3", "q3"), nil},
+		{"an unknown parent", u("y", "ghost"), ErrMissingParent},
+	}
+	for _, tt := range tests {
+		n := tr.Len()
+		err := tr.AppendLeaf(tt.m)
+		if !errors.Is(err, tt.want) || (err != nil) != (tt.want != nil) {
+			t.Errorf("%s: AppendLeaf = %v, want %v", tt.name, err, tt.want)
+		}
+		if err != nil && tr.Len() != n {
+			t.Errorf("%s: a refused append changed the tree", tt.name)
+		}
+	}
+	// A branch on purpose (Append), then Grown takes the newest child.
+	if err := tr.Append(u("e2", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		from string
+		want []string
+	}{
+		{"", []string{"q1", "a1", "e2"}},
+		{"a1", []string{"e2"}},
+		{"q2", []string{"a2", "q3", "a3"}},
+		{"a3", nil},
+		{"ghost", nil},
+	} {
+		if got := ids(tr.Grown(tt.from)); !slices.Equal(got, tt.want) {
+			t.Errorf("Grown(%q) = %v, want %v", tt.from, got, tt.want)
+		}
+	}
+}

@@ -254,6 +254,16 @@ UPDATE transcript_sessions SET messages = $2 WHERE id = $1 AND EXISTS (SELECT FR
 // message if the id exists, else checks m against the tree (parent, tool
 // pairing) and inserts it.
 func (s *Store) Append(ctx context.Context, k activities.SessionKey, m convo.Message) (stored convo.Message, existed bool, err error) {
+	return s.append(ctx, k, m, (*convo.Tree).Append)
+}
+
+// AppendLeaf implements [activities.TranscriptStore]: Append, refused
+// under the same lock when m's parent has a child.
+func (s *Store) AppendLeaf(ctx context.Context, k activities.SessionKey, m convo.Message) (stored convo.Message, existed bool, err error) {
+	return s.append(ctx, k, m, (*convo.Tree).AppendLeaf)
+}
+
+func (s *Store) append(ctx context.Context, k activities.SessionKey, m convo.Message, add func(*convo.Tree, convo.Message) error) (stored convo.Message, existed bool, err error) {
 	if err := check(ctx, k); err != nil {
 		return convo.Message{}, false, err
 	}
@@ -268,14 +278,14 @@ func (s *Store) Append(ctx context.Context, k activities.SessionKey, m convo.Mes
 	ss := s.session(k)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	stored, existed, err = ss.append(ctx, s.pool, back, string(entry))
+	stored, existed, err = ss.append(ctx, s.pool, back, string(entry), add)
 	if err != nil {
 		return convo.Message{}, false, fmt.Errorf("append %s to %s: %w", m.ID, k, err)
 	}
 	return stored, existed, nil
 }
 
-func (ss *session) append(ctx context.Context, pool *pgxpool.Pool, m convo.Message, entry string) (convo.Message, bool, error) {
+func (ss *session) append(ctx context.Context, pool *pgxpool.Pool, m convo.Message, entry string, add func(*convo.Tree, convo.Message) error) (convo.Message, bool, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return convo.Message{}, false, err
@@ -291,7 +301,7 @@ func (ss *session) append(ctx context.Context, pool *pgxpool.Pool, m convo.Messa
 	if old, ok := ss.tree.Get(m.ID); ok {
 		return old, true, nil
 	}
-	if err := ss.tree.Append(m); err != nil { // the tree is unchanged
+	if err := add(ss.tree, m); err != nil { // the tree is unchanged
 		return convo.Message{}, false, err
 	}
 	// The tree holds m: unless the commit succeeds, drop it.

@@ -239,6 +239,16 @@ func (ss *session) close() error {
 
 // Append implements [activities.TranscriptStore].
 func (s *FileStore) Append(ctx context.Context, k activities.SessionKey, m convo.Message) (stored convo.Message, existed bool, err error) {
+	return s.append(ctx, k, m, (*convo.Tree).Append)
+}
+
+// AppendLeaf implements [activities.TranscriptStore].
+func (s *FileStore) AppendLeaf(ctx context.Context, k activities.SessionKey, m convo.Message) (stored convo.Message, existed bool, err error) {
+	return s.append(ctx, k, m, (*convo.Tree).AppendLeaf)
+}
+
+// append stores m unless its id exists, with add's checks.
+func (s *FileStore) append(ctx context.Context, k activities.SessionKey, m convo.Message, add func(*convo.Tree, convo.Message) error) (stored convo.Message, existed bool, err error) {
 	err = s.with(ctx, k, func(ss *session) error {
 		if old, ok := ss.tree.Get(m.ID); ok {
 			stored, existed = old, true
@@ -248,7 +258,7 @@ func (s *FileStore) Append(ctx context.Context, k activities.SessionKey, m convo
 		if err != nil {
 			return fmt.Errorf("append %s to %s: %w", m.ID, k, err)
 		}
-		if err := ss.tree.Append(m); err != nil {
+		if err := add(ss.tree, m); err != nil {
 			return fmt.Errorf("append %s to %s: %w", m.ID, k, err)
 		}
 		line = append(line, '\n')

@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) activities.TranscriptStore) {
 		{"SnapshotReplace", testSnapshotReplace},
 		{"Delete", testDelete},
 		{"ConcurrentAppends", testConcurrentAppends},
+		{"AppendLeafIsLinear", testAppendLeafIsLinear},
 		{"DeleteDuringAppends", testDeleteDuringAppends},
 		{"ContextCanceled", testContextCanceled},
 	}
@@ -569,6 +570,69 @@ func testConcurrentAppends(t *testing.T, s activities.TranscriptStore) {
 				t.Errorf("%s chain %d: %d messages, %v", k, c, len(b), err)
 			}
 		}
+	}
+}
+
+// testAppendLeafIsLinear: writers race to hang their message below what
+// each believes is the leaf, as two executions of a session do when one's
+// workflow task was lost. At each step exactly one wins; the others are
+// refused with convo.ErrNotLeaf, read what grew, and go on below it. The
+// session stays one chain, and Grown reads it from any message.
+func testAppendLeafIsLinear(t *testing.T, s activities.TranscriptStore) {
+	ctx := context.Background()
+	const writers, steps = 4, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			leaf := ""
+			for j := range steps {
+				m := Msg(fmt.Sprintf("w%d-%d", w, j), leaf, convo.RoleUser, "step")
+				for {
+					_, _, err := s.AppendLeaf(ctx, key, m)
+					if err == nil {
+						leaf = m.ID
+						break
+					}
+					if !errors.Is(err, convo.ErrNotLeaf) {
+						errs <- fmt.Errorf("AppendLeaf(%s): %w", m.ID, err)
+						return
+					}
+					grown, err := s.Grown(ctx, key, leaf)
+					if err != nil || len(grown) == 0 {
+						errs <- fmt.Errorf("refused below %q, yet Grown = %v, %v", leaf, IDs(grown), err)
+						return
+					}
+					leaf = grown[len(grown)-1].ID
+					m.ParentID = leaf
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	all, err := s.All(ctx, key)
+	if err != nil || len(all) != writers*steps {
+		t.Fatalf("All = %d messages, %v; want %d", len(all), err, writers*steps)
+	}
+	chain, err := s.Grown(ctx, key, "")
+	if err != nil || len(chain) != len(all) {
+		t.Fatalf("the session is not one chain: Grown from the root holds %d of %d messages (%v)", len(chain), len(all), err)
+	}
+	for i, m := range chain {
+		want := ""
+		if i > 0 {
+			want = chain[i-1].ID
+		}
+		if m.ParentID != want {
+			t.Fatalf("message %d (%s) hangs below %q, want %q", i, m.ID, m.ParentID, want)
+		}
+	}
+	if got, err := s.Grown(ctx, key, chain[len(chain)-1].ID); err != nil || len(got) != 0 {
+		t.Errorf("Grown below the leaf = %v, %v", IDs(got), err)
 	}
 }
 
