@@ -167,6 +167,14 @@ type TranscriptStore interface {
 	// All returns every message of the session, parents before children,
 	// in the order they were added (the tree and the export).
 	All(ctx context.Context, s SessionKey) ([]convo.Message, error)
+	// AppendLeaf is Append for a message that must hang below a leaf: a
+	// new m whose parent already has a child is refused with an error
+	// wrapping convo.ErrNotLeaf (a turn's question, a summary record: the
+	// session's leaf moved without it knowing, see LoadContext).
+	AppendLeaf(ctx context.Context, s SessionKey, m convo.Message) (stored convo.Message, existed bool, err error)
+	// Grown returns what grew below a message since it was a leaf (see
+	// convo.Tree.Grown).
+	Grown(ctx context.Context, s SessionKey, id string) ([]convo.Message, error)
 	// Len returns the number of messages in the session.
 	Len(ctx context.Context, s SessionKey) (int, error)
 	// SaveSnapshot stores the session's working state; LoadSnapshot returns

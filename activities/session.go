@@ -65,6 +65,25 @@ type LoadContextInput struct {
 	Fallback int `json:"fallback,omitempty"`
 	// Route asks which route the turn takes (see LoadContextResult.Route).
 	Route bool `json:"route,omitempty"`
+	// Linear asks for the question to hang below a leaf: if ParentID has
+	// grown since the session's state last saw it, the turns that grew
+	// there come back as LoadContextResult.Lost instead. Off for an edit or
+	// the first turn after a move, which branch on purpose.
+	Linear bool `json:"linear,omitempty"`
+}
+
+// LostTurn is a turn stored by a workflow task that was lost after its
+// local activities ran — its question, and its answer when it got one —
+// or, with Summary set, a summary record stored below the session's leaf
+// by a summarize whose result the session never got.
+type LostTurn struct {
+	TurnID        string      `json:"turnId,omitempty"`
+	Question      string      `json:"question,omitempty"`
+	UserMessageID string      `json:"userMessageId,omitempty"`
+	ReceivedAt    time.Time   `json:"receivedAt,omitzero"`
+	AnswerID      string      `json:"answerId,omitempty"`
+	Answer        string      `json:"answer,omitempty"`
+	Summary       *SummaryRef `json:"summary,omitempty"`
 }
 
 // Routes of a turn.
@@ -96,6 +115,14 @@ type LoadContextResult struct {
 	// where this call asked (ParentID): the answer is this very turn's,
 	// stored by an execution whose workflow task was lost with its worker.
 	AnswerFollows bool `json:"answerFollows,omitempty"`
+	// Lost, with Linear, is what grew below ParentID without the session
+	// knowing, in order: a workflow task ran its turns' local activities
+	// and was lost (a speculative task of an update is dropped without a
+	// trace, a timed-out one is failed), or ran on beside its successor,
+	// and the turns came again in another order. Nothing else is done then:
+	// the question is not stored, so that it does not hang beside them.
+	// Messages is the transcript's length.
+	Lost []LostTurn `json:"lost,omitempty"`
 	// Route is RouteQA when asked for, the knowledge base has documents and
 	// the question is not small talk; else RouteChat. Empty when not asked.
 	Route string `json:"route,omitempty"`
@@ -115,7 +142,24 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 		Meta:      map[string]string{"turnId": in.TurnID},
 	}
 	user.Tokens = convo.MessageTokens(a.Tokenizer, user)
-	stored, _, err := a.Transcript.Append(ctx, in.Session, user)
+	add := a.Transcript.Append
+	if in.Linear {
+		add = a.Transcript.AppendLeaf
+	}
+	stored, existed, err := add(ctx, in.Session, user)
+	if in.Linear && (errors.Is(err, convo.ErrNotLeaf) || err == nil && existed && stored.ParentID != in.ParentID) {
+		lost, lerr := a.lostTurns(ctx, in.Session, in.ParentID)
+		if lerr != nil {
+			return LoadContextResult{}, fmt.Errorf("load context of %s turn %s: %w", in.Session, in.TurnID, lerr)
+		}
+		if len(lost) > 0 {
+			n, lerr := a.Transcript.Len(ctx, in.Session)
+			return LoadContextResult{Lost: lost, Messages: n}, lerr
+		}
+		if err != nil { // nothing there to take over: the question branches off
+			stored, _, err = a.Transcript.Append(ctx, in.Session, user)
+		}
+	}
 	if err != nil {
 		return LoadContextResult{}, fmt.Errorf("load context of %s turn %s: %w", in.Session, in.TurnID, err)
 	}
@@ -155,6 +199,41 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 		res.Route, res.RouteReason = a.route(ctx, in.Question)
 	}
 	return res, nil
+}
+
+// lostTurns reads what grew below a message as turns (and summary
+// records) to take over, in order; it stops at anything else.
+func (a *Session) lostTurns(ctx context.Context, k SessionKey, parent string) ([]LostTurn, error) {
+	grown, err := a.Transcript.Grown(ctx, k, parent)
+	if err != nil {
+		return nil, err
+	}
+	var lost []LostTurn
+	for i := 0; i < len(grown); i++ {
+		m := grown[i]
+		id := m.Meta["turnId"]
+		switch {
+		case m.Role == convo.RoleSummary:
+			st, err := convo.SummaryFromRecord(m)
+			if err != nil {
+				return lost, nil
+			}
+			lost = append(lost, LostTurn{Summary: &SummaryRef{ID: m.ID, Folded: st.Folded, Tokens: st.Tokens}})
+		case m.Role == convo.RoleUser && id != "" && m.ID == UserMessageID(id):
+			t := LostTurn{TurnID: id, Question: m.Content, UserMessageID: m.ID, ReceivedAt: m.CreatedAt}
+			if i+1 < len(grown) && grown[i+1].ID == AssistantMessageID(id) {
+				i++
+				t.AnswerID, t.Answer = grown[i].ID, grown[i].Content
+			}
+			lost = append(lost, t)
+			if t.AnswerID == "" {
+				return lost, nil
+			}
+		default:
+			return lost, nil
+		}
+	}
+	return lost, nil
 }
 
 // route picks a turn's route. An unreadable knowledge base routes to qa:
@@ -396,6 +475,10 @@ type SummarizeInput struct {
 	// Force folds everything but the newest round, even under the
 	// threshold (the compress signal).
 	Force bool `json:"force,omitempty"`
+	// Linear stores the record only while LeafID is a leaf: where the leaf
+	// has grown (a lost workflow task's turns, see LoadContext), nothing is
+	// folded and the next turn adopts what grew.
+	Linear bool `json:"linear,omitempty"`
 }
 
 // SummaryRef names a running summary stored in the transcript as a
@@ -468,7 +551,14 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 	// The record goes on the branch, below the leaf: the next message hangs
 	// under it, and its id is derived from the leaf so a retry finds it.
 	rec := convo.SummaryRecord(recID, in.LeafID, time.Now().UTC(), st)
-	stored, _, err := a.Transcript.Append(ctx, in.Session, rec)
+	add := a.Transcript.Append
+	if in.Linear {
+		add = a.Transcript.AppendLeaf
+	}
+	stored, _, err := add(ctx, in.Session, rec)
+	if errors.Is(err, convo.ErrNotLeaf) {
+		return SummarizeResult{}, nil
+	}
 	if err != nil {
 		return SummarizeResult{}, fmt.Errorf("store summary of %s: %w", in.Session, err)
 	}

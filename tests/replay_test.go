@@ -10,7 +10,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -104,8 +103,9 @@ func TestRecordHistory(t *testing.T) {
 // turns after the first publish no "running" status, and its idle expiry
 // takes one timer a TTL. (In session_fast_model_v1.json, recorded before
 // "quiet-fast-turns", they publish it; in _v2, recorded before
-// "idle-timer", each wait starts a timer of its own.) Same switch as
-// TestRecordHistory.
+// "idle-timer", each wait starts a timer of its own; _v3 was recorded
+// before "adopt-lost-turns", whose questions need not hang below a leaf.)
+// Same switch as TestRecordHistory.
 func TestRecordFastModelHistory(t *testing.T) {
 	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
 		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
@@ -212,16 +212,11 @@ func TestRecordDocumentHistories(t *testing.T) {
 
 func writeHistory(t *testing.T, ctx context.Context, s *stack, wid, runID, path string) {
 	t.Helper()
-	it := s.client.GetWorkflowHistory(ctx, wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historypb.History
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Events = append(h.Events, ev)
+	h, err := fetchHistory(ctx, s.client, wid, runID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 	if err != nil {
 		t.Fatal(err)
 	}

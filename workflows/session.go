@@ -592,7 +592,8 @@ func (s *session) steps() ([]TurnSteps, error) {
 func (s *session) processNext(ctx workflow.Context) {
 	req := s.st.Pending[0]
 	s.st.Pending = s.st.Pending[1:]
-	if span, ok := s.traces[req.TurnID]; ok { // the turn joins its caller's trace
+	span, traced := s.traces[req.TurnID]
+	if traced { // the turn joins its caller's trace
 		ctx = workflow.WithValue(ctx, TraceContextKey{}, span)
 		delete(s.traces, req.TurnID)
 	}
@@ -604,28 +605,37 @@ func (s *session) processNext(ctx workflow.Context) {
 		}
 	}
 
-	s.runTurn(ctx, req, s.current)
-	s.current.ActiveLeaf = s.st.ActiveLeaf
-
-	res := *s.current
-	res.CompletedAt = workflow.Now(ctx)
-	recordTurn(ctx, &res)
-	res.SessionInfo = s.st.Info()
+	outcome := s.runTurn(ctx, req, s.current)
+	completed := workflow.Now(ctx)
+	if outcome == lostRunNow {
+		s.current.ActiveLeaf = s.st.ActiveLeaf
+		res := *s.current
+		res.CompletedAt = completed
+		recordTurn(ctx, &res)
+		res.SessionInfo = s.st.Info()
+		s.record(res)
+	} else if outcome == lostRunLater && traced { // queued again behind a lost task's turn
+		s.traces[req.TurnID] = span
+	} // (lostAnswered: recorded with the lost task's turns, see adoptLost)
 	s.current = nil
-	s.st.Recent = append(s.st.Recent, res)
-	if n := len(s.st.Recent) - s.limits.RecentTurns; n > 0 {
-		s.st.Recent = append([]TurnResult(nil), s.st.Recent[n:]...)
-	}
-	s.turnsThisRun++
 	if s.summaryDue { // after the answer is out: the caller does not wait for it
 		s.summaryDue = false
 		s.summarize(ctx, false, &s.st.Recent[len(s.st.Recent)-1])
 	}
 	s.st.Status = StatusIdle
-	s.st.UpdatedAt = res.CompletedAt
+	s.st.UpdatedAt = completed
 	if err := s.publish(ctx); err != nil {
 		s.logger.Warn("publish status", "error", err)
 	}
+}
+
+// record keeps a turn's result among the recent ones.
+func (s *session) record(res TurnResult) {
+	s.st.Recent = append(s.st.Recent, res)
+	if n := len(s.st.Recent) - s.limits.RecentTurns; n > 0 {
+		s.st.Recent = append([]TurnResult(nil), s.st.Recent[n:]...)
+	}
+	s.turnsThisRun++
 }
 
 // oneTaskTurn reports a chat or qa turn of a fast model (Limits.FastModel):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -629,5 +630,140 @@ func TestTurnAnsweredInALostTaskGoesOn(t *testing.T) {
 	}
 	if st := h.state(t); st.Turns != 2 || st.ActiveLeaf != "t-2.a" {
 		t.Errorf("state: %d turns, leaf %q; want 2 and t-2.a", st.Turns, st.ActiveLeaf)
+	}
+}
+
+// TestTurnsOfALostTaskAreAdoptedInOrder: a workflow task ran three turns'
+// local activities and was lost — l1 and l2 answered, l3 asked — and the
+// turns come again in another order, with a new one among them (as the
+// server re-delivers updates after a lost speculative task). Every turn is
+// answered once and counted, the transcript stays one chain in the order
+// the lost task stored it, and the model is asked only what was never
+// answered.
+func TestTurnsOfALostTaskAreAdoptedInOrder(t *testing.T) {
+	for _, order := range [][]string{{"l2", "x", "l3", "l1"}, {"x", "l1", "l2", "l3"}, {"l3", "l1", "x", "l2"}, {"l1", "l2", "l3", "x"}} {
+		t.Run(strings.Join(order, ","), func(t *testing.T) { lostTaskTurns(t, order) })
+	}
+}
+
+func lostTaskTurns(t *testing.T, order []string) {
+	h := newHarness(t)
+	first := h.update(time.Second, workflows.TurnRequest{TurnID: "t0", Question: "first"})
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h.env.RegisterDelayedCallback(func() { // the lost task's work, below t0's answer
+		parent := "t0.a"
+		for _, id := range []string{"l1", "l2", "l3"} {
+			msgs := []convo.Message{{ID: id + ".u", ParentID: parent, Role: convo.RoleUser, Content: "lost " + id, CreatedAt: at, Meta: map[string]string{"turnId": id}}}
+			if id != "l3" {
+				msgs = append(msgs, convo.Message{ID: id + ".a", ParentID: id + ".u", Role: convo.RoleAssistant, Content: "stored answer to " + id, CreatedAt: at})
+			}
+			for _, m := range msgs {
+				if _, _, err := h.store.Append(context.Background(), h.key, m); err != nil {
+					t.Error(err)
+				}
+				parent = m.ID
+			}
+		}
+	}, 2*time.Second)
+	outs := map[string]*outcome{}
+	for i, id := range order {
+		q := "lost " + id
+		if id == "x" {
+			q = "new question"
+		}
+		outs[id] = h.update(3*time.Second+time.Duration(i)*time.Millisecond, workflows.TurnRequest{TurnID: id, Question: q})
+	}
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+
+	if first.result.Status != workflows.TurnCompleted {
+		t.Fatalf("first turn: %+v", first.result)
+	}
+	want := map[string]string{
+		"l1": "stored answer to l1", "l2": "stored answer to l2",
+		"l3": "answer 2 to: lost l3", "x": "answer 3 to: new question",
+	}
+	for id, o := range outs {
+		if o.err != nil || o.result.Status != workflows.TurnCompleted || o.result.Answer != want[id] {
+			t.Errorf("turn %s: %v %s %q, want %q", id, o.err, o.result.Status, o.result.Answer, want[id])
+		}
+	}
+	if q := h.model.questions(); !slices.Equal(q, []string{"first", "lost l3", "new question"}) {
+		t.Errorf("the model was asked %q", q)
+	}
+	all, err := h.store.All(context.Background(), h.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := ""
+	for i, id := range []string{"t0.u", "t0.a", "l1.u", "l1.a", "l2.u", "l2.a", "l3.u", "l3.a", "x.u", "x.a"} {
+		if i >= len(all) || all[i].ID != id || all[i].ParentID != parent {
+			t.Fatalf("transcript %v: message %d is not %s below %q", ids(all), i, id, parent)
+		}
+		parent = id
+	}
+	st := h.state(t)
+	if st.Turns != 5 || st.ActiveLeaf != "x.a" || st.Messages != 10 {
+		t.Errorf("state: %d turns, leaf %q, %d messages; want 5, x.a, 10", st.Turns, st.ActiveLeaf, st.Messages)
+	}
+	var recent []string
+	for _, r := range st.Recent {
+		recent = append(recent, r.TurnID)
+	}
+	if !slices.Equal(recent, []string{"t0", "l1", "l2", "l3", "x"}) {
+		t.Errorf("recent turns %v, want them in the transcript's order", recent)
+	}
+}
+
+func ids(msgs []convo.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+// TestSummaryStoredByALostTaskIsAdopted: a summary record below the
+// session's leaf that the session never heard of (its summarize ran, its
+// result did not reach the session) becomes the running summary, and the
+// next question hangs below it instead of beside it.
+func TestSummaryStoredByALostTaskIsAdopted(t *testing.T) {
+	var sess *activities.Session
+	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	h := newHarnessWith(t, store, func(s *activities.Session, _ *testsuite.TestWorkflowEnvironment) { sess = s })
+	in := h.inputTwoRounds()
+	cfg, err := workflows.DefaultSessionConfig().Merge(in.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.update(time.Second, workflows.TurnRequest{TurnID: "t-0", Question: "q0"})
+	h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "q1"})
+	h.env.RegisterDelayedCallback(func() {
+		_, err := sess.Summarize(context.Background(), activities.SummarizeInput{
+			Session: h.key, LeafID: "t-1.a", Window: cfg.Window(), Config: cfg.Summary(), Force: true,
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}, 2500*time.Millisecond)
+	third := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "q2"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+
+	if third.result.Status != workflows.TurnCompleted {
+		t.Fatalf("third turn: %+v", third.result)
+	}
+	if m, ok, err := h.store.Get(context.Background(), h.key, "t-2.u"); err != nil || !ok || m.ParentID != "t-1.a.s" {
+		t.Errorf("the third question hangs below %q (%v %v), want the summary record t-1.a.s", m.ParentID, ok, err)
+	}
+	if st := h.state(t); st.Summary == nil || st.Turns != 3 || st.ActiveLeaf == "" {
+		t.Errorf("state: summary %+v, %d turns, leaf %q", st.Summary, st.Turns, st.ActiveLeaf)
+	} else if b, err := h.store.Branch(context.Background(), h.key, st.ActiveLeaf); err != nil || !slices.ContainsFunc(b, func(m convo.Message) bool { return m.ID == "t-1.a.s" }) {
+		t.Errorf("the active branch %v (%v) leaves out the adopted summary", ids(b), err)
+	}
+	if view := h.model.calls[2].Messages; len(view) < 2 || !strings.Contains(view[1].Content, "summary 1") {
+		t.Errorf("the third turn's view has no summary: %+v", view)
 	}
 }

@@ -32,7 +32,7 @@ func (s *session) branchTo(ctx workflow.Context, req TurnRequest, res *TurnResul
 		s.refuse(res, "branch", err)
 		return
 	}
-	s.st.ActiveLeaf = req.Target
+	s.st.ActiveLeaf, s.st.LeafMoved = req.Target, true
 	res.Status = TurnCompleted
 }
 

@@ -16,11 +16,11 @@ import (
 // generate | qa: rewrite_query → corrective_rag) → save. It fills res and
 // never returns an error: a failed turn is a result, and the user's message
 // is kept whatever happens.
-func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult) {
+func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult) lostOutcome {
 	if err := ValidateTurn(req, s.st.Config); err != nil {
 		// Only signals get here: the update validator rejects bad turns first.
 		res.Status, res.Error, res.ErrorCode = TurnRejected, err.Error(), activities.CodeInvalidArgument
-		return
+		return lostRunNow
 	}
 	opts, _ := ParseTurnOptions(req.Config) // validated above
 	cfg, _ := opts.Apply(s.st.Config)
@@ -30,29 +30,40 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	if req.Kind == KindContinue && !s.continuable() {
 		res.Status, res.ErrorCode = TurnRejected, activities.CodeConflict
 		res.Error = "no paused task to continue"
-		return
+		return lostRunNow
 	}
 	switch req.Kind {
 	case KindBranch:
 		s.branchTo(ctx, req, res)
-		return
+		return lostRunNow
 	case KindSeed:
 		s.seed(ctx, req, res)
-		return
+		return lostRunNow
 	}
 	parent := s.st.ActiveLeaf
 	if req.EditOf != "" {
 		var err error
 		if parent, err = s.editParent(ctx, req, res); err != nil {
 			s.refuse(res, "edit", err)
-			return
+			return lostRunNow
 		}
 	}
 
 	lc, err := s.loadContext(ctx, req, cfg, parent, res)
+	for round := 0; err == nil && len(lc.Lost) > 0; round++ {
+		if round == maxAdoptRounds {
+			err = activities.Permanent(activities.CodeUnavailable, fmt.Sprintf("the transcript grew below the session's leaf %d times while this turn was stored", round), nil)
+			break
+		}
+		if out := s.adoptLost(ctx, req, lc.Lost, lc.Messages, res); out != lostRunNow {
+			return out
+		}
+		parent = s.st.ActiveLeaf
+		lc, err = s.loadContext(ctx, req, cfg, parent, res)
+	}
 	if err != nil {
 		s.fail(res, "load context", err)
-		return
+		return lostRunNow
 	}
 	if lc.AnswerID != "" { // a repeat whose answer is stored: nothing is generated again
 		res.Steps = append(res.Steps, Step{Name: "generate", Status: "skipped", Start: workflow.Now(ctx),
@@ -62,10 +73,10 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 			// (a fast model's turn is one task), and made again: it is
 			// complete, and the conversation goes on from its answer.
 			s.complete(res, lc.AnswerID, lc.Answer)
-			return
+			return lostRunNow
 		}
 		res.Status, res.Answer, res.AssistantMessageID = TurnCompleted, lc.Answer, lc.AnswerID
-		return
+		return lostRunNow
 	}
 	s.st.ActiveLeaf = lc.UserMessageID
 
@@ -73,16 +84,16 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	if req.Kind != "" {
 		if gen, err = s.runTask(ctx, req, cfg, res); err != nil {
 			s.refuse(res, "task", err)
-			return
+			return lostRunNow
 		}
 	} else if lc.Route == activities.RouteQA {
 		if gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, s.generateInput(req, cfg, lc), res); err != nil {
 			s.fail(res, "answer from the knowledge base", err)
-			return
+			return lostRunNow
 		}
 	} else if gen, err = s.generate(ctx, req, cfg, lc, res); err != nil {
 		s.fail(res, "model unavailable", err)
-		return
+		return lostRunNow
 	}
 	res.Model, res.Engine, res.RewrittenQuery = gen.Model, gen.Engine, gen.RewrittenQuery
 	for _, d := range gen.Docs {
@@ -93,11 +104,12 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	saved, err := s.save(ctx, req, cfg, lc, gen, res)
 	if err != nil {
 		s.fail(res, "save answer", err)
-		return
+		return lostRunNow
 	}
 	s.st.Messages = saved.Messages
 	s.summaryDue = saved.SummaryDue
 	s.complete(res, saved.MessageID, gen.Answer)
+	return lostRunNow
 }
 
 // loadContext stores the question and assembles the model view: the
@@ -112,17 +124,21 @@ func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg Session
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: parent,
 				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
 				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: route,
+				Linear: s.checkLost(ctx) && parent == s.st.ActiveLeaf && !s.st.LeafMoved,
 			}).Get(ctx, &lc)
+		if len(lc.Lost) > 0 {
+			return map[string]any{"lostTurns": len(lc.Lost), "messages": lc.Messages}, err
+		}
 		return loadDetails(lc), err
 	})
-	if err != nil {
+	if err != nil || len(lc.Lost) > 0 {
 		return lc, err
 	}
 	if lc.Degraded {
 		res.Steps[len(res.Steps)-1].Status = "degraded"
 	}
 	res.UserMessageID = lc.UserMessageID
-	s.st.Messages = lc.Messages
+	s.st.Messages, s.st.LeafMoved = lc.Messages, false
 	s.st.TokensBefore, s.st.TokensAfter, s.st.TrimmedCount = lc.TokensBefore, lc.TokensAfter, lc.TrimmedCount
 	return lc, nil
 }
@@ -354,7 +370,7 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 			err := workflow.ExecuteActivity(s.activityCtx(ctx, "summarize older history", s.limits.LLMTimeout, cfg.MaxRetries+1),
 				sa.Summarize, activities.SummarizeInput{
 					Session: s.key, LeafID: s.st.ActiveLeaf, Window: cfg.Window(), Config: cfg.Summary(),
-					PrevID: s.summaryID(), Force: force,
+					PrevID: s.summaryID(), Force: force, Linear: s.checkLost(ctx) && !s.st.LeafMoved,
 				}).Get(ctx, &out)
 			details := map[string]any{"folded": out.Folded, "cacheHit": out.CacheHit, "forced": force}
 			if out.Ref != nil {

@@ -265,8 +265,12 @@ type SessionState struct {
 	Turns          int           `json:"turns"`
 	Messages       int           `json:"messages"`
 	ActiveLeaf     string        `json:"activeLeaf,omitempty"`
-	TokensBefore   int           `json:"tokensBefore"`
-	TokensAfter    int           `json:"tokensAfter"`
+	// LeafMoved says the active leaf was moved to a message that may have
+	// children (a branch turn): the next question branches off there on
+	// purpose instead of checking that the leaf did not grow.
+	LeafMoved    bool `json:"leafMoved,omitempty"`
+	TokensBefore int  `json:"tokensBefore"`
+	TokensAfter  int  `json:"tokensAfter"`
 	// TrimmedCount is how many messages the last turn's window left out.
 	TrimmedCount int `json:"trimmedCount"`
 	// Summary names the running summary of the active branch's older part
