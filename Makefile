@@ -138,15 +138,21 @@ bench:
 	  done; done; } >bench/out/bench.txt 2>&1 || { tail -40 bench/out/bench.txt; exit 1; }
 	$(GO) run ./bench/report -peer bench/out/peer.json -json $(BENCH_JSON) <bench/out/bench.txt
 
-## reliability: the fault suite at full size — 100 worker kills (SIGKILL) over
-## 20 sessions, the embedded server restarted mid-turn, the model server and
-## the PostgreSQL store down, 200 clients for 60 s — printing its counts
-## (`make test` runs it bounded: 10 kills, 10 s of load). Log: bench/out/.
+## reliability: the fault suite at full size, with four busy loops a core
+## beside it (CTXFLOW_CPU_HOG) — 100 worker kills (SIGKILL) over 20
+## sessions, the embedded server restarted mid-turn, the model server and
+## the PostgreSQL store down, 200 clients for 60 s, ten bursts of 25
+## concurrent turns to one session over HTTP, and the concurrent-turn kill
+## test — printing its counts (`make test` runs the kills, bursts and
+## concurrent turns bounded, under the same load: 10 kills, 3 bursts, and
+## the rest without busy loops, 10 s of load). Log: bench/out/.
+RELIABILITY_TESTS = ^(TestReliability.*|TestBurstOfTurnsQueues|TestDevBurstsUnderLoad|TestKillWorkerMidTurns)$$
 reliability:
 	@mkdir -p bench/out
-	@CTXFLOW_RELIABILITY_KILLS=100 CTXFLOW_RELIABILITY_LOAD=60s $(GO) test -count=1 -timeout=30m -v -run='^TestReliability' ./tests/ >bench/out/reliability.log 2>&1 || \
-		{ grep -E 'reliability_test.go|^(--- |ok|FAIL)' bench/out/reliability.log; exit 1; }
-	@grep -E 'reliability_test.go|^(--- |ok|FAIL)' bench/out/reliability.log
+	@CTXFLOW_CPU_HOG=$$((4 * $$(nproc))) CTXFLOW_RELIABILITY_KILLS=100 CTXFLOW_RELIABILITY_LOAD=60s CTXFLOW_BURSTS=10 \
+		$(GO) test -count=1 -timeout=60m -v -run='$(RELIABILITY_TESTS)' ./tests/ >bench/out/reliability.log 2>&1 || \
+		{ grep -E '(reliability|burst|e2e)_test.go|^(--- |ok|FAIL)' bench/out/reliability.log; exit 1; }
+	@grep -E '(reliability|burst|e2e)_test.go|^(--- |ok|FAIL)' bench/out/reliability.log
 
 ## eval: retrieval recall@5 (dense, keyword, hybrid) and the corrective
 ## loop's judges on the mtrag dev set, through the qa turn's retrieval.

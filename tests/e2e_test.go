@@ -18,9 +18,11 @@ import (
 // TestKillWorkerMidTurns runs 20 sessions × 5 turns concurrently against a
 // model that takes 300 ms, kills the worker process with SIGKILL three times
 // while turns are in flight, and checks that every turn has exactly one
-// answer and every transcript is complete: no gap, no duplicate.
+// answer and every transcript is complete: no gap, no duplicate. Busy loops
+// run on every core meanwhile.
 func TestKillWorkerMidTurns(t *testing.T) {
 	const sessions, turns = 20, 5
+	startHog(t)
 	s := startStack(t, stackOptions{modelDelay: 300 * time.Millisecond})
 	s.startWorker()
 

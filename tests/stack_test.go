@@ -27,11 +27,14 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ctxflow/ctxflow/api"
+	"github.com/ctxflow/ctxflow/internal/cpuhog"
 	"github.com/ctxflow/ctxflow/internal/devserver"
 	"github.com/ctxflow/ctxflow/internal/pgtest"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
@@ -355,4 +358,83 @@ func (s *stack) ingestREADME(t testing.TB) string {
 		t.Fatalf("ingest: %v\n%s", err, out)
 	}
 	return filepath.Base(readme)
+}
+
+// startHog loads every core with busy loops for the rest of the test (see
+// internal/cpuhog): four a core, so that the test's processes get a fifth
+// of the machine, unless CTXFLOW_CPU_HOG says otherwise (0: none). The
+// tests that call it must hold on a machine that other work keeps busy.
+func startHog(t testing.TB) {
+	t.Helper()
+	n := 4 * runtime.NumCPU()
+	if os.Getenv(cpuhog.EnvVar) != "" {
+		var err error
+		if n, err = cpuhog.FromEnv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runHog(t, n)
+}
+
+// hogIfAsked is startHog when CTXFLOW_CPU_HOG asks for one (`make
+// reliability` does), else nothing.
+func hogIfAsked(t testing.TB) {
+	t.Helper()
+	n, err := cpuhog.FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHog(t, n)
+}
+
+func runHog(t testing.TB, n int) {
+	t.Helper()
+	if n == 0 {
+		return
+	}
+	h, err := cpuhog.Start(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	t.Logf("%d busy loops beside the test", h.Loops())
+}
+
+// dumpHistory writes every run of a workflow's history to the test log's
+// directory as JSON and logs a line per event of the newest, for failures
+// that need the history to be understood.
+func dumpHistory(t testing.TB, c client.Client, wid string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := c.ListWorkflow(ctx, listByID(wid))
+	if err != nil {
+		t.Logf("dump history of %s: %v", wid, err)
+		return
+	}
+	for i, ex := range resp.GetExecutions() {
+		h, err := fetchHistory(ctx, c, wid, ex.GetExecution().GetRunId())
+		if err != nil {
+			t.Logf("dump history of %s: %v", wid, err)
+			return
+		}
+		b, _ := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("history-%s-%d.json", strings.ReplaceAll(wid, "/", "_"), i))
+		_ = os.WriteFile(path, b, 0o644)
+		t.Logf("history of run %s (%d events): %s", ex.GetExecution().GetRunId(), len(h.Events), path)
+	}
+}
+
+// fetchHistory reads one run's whole history.
+func fetchHistory(ctx context.Context, c client.Client, wid, runID string) (*historypb.History, error) {
+	it := c.GetWorkflowHistory(ctx, wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, err
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h, nil
 }

@@ -318,6 +318,12 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	admin := adminConn(t, url)
 	const writers, perChain = 4, 40
 	var failures atomic.Int64
+	// The kills come at a cadence of four appends as long as they take
+	// now (a running average of the writers' own calls), never faster
+	// than every 15 ms: on a loaded machine an append may take longer than
+	// that, and kills that always outpace it would test nothing but the
+	// writers' patience.
+	var took opTimer
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
@@ -327,11 +333,13 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 			for j := range perChain {
 				id := fmt.Sprintf("w%d-%d", w, j)
 				for attempt := 0; ; attempt++ {
+					start := time.Now()
 					_, _, err := s.Append(ctx, k, msg(id, parent, id))
 					if err == nil {
 						_, err = s.Branch(ctx, k, id)
 					}
 					if err == nil {
+						took.observe(time.Since(start))
 						break
 					}
 					if errors.Is(err, convo.ErrMissingParent) || attempt == 50 {
@@ -352,7 +360,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 		select {
 		case <-done:
 			loop = false
-		case <-time.After(15 * time.Millisecond):
+		case <-time.After(max(15*time.Millisecond, 4*took.average())):
 			var n int
 			err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
@@ -366,7 +374,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	t.Logf("%d connections killed, %d calls failed and were retried", kills, failures.Load())
+	t.Logf("%d connections killed, %d calls failed and were retried; an append and a read took %s on average", kills, failures.Load(), took.average())
 	if failures.Load() == 0 {
 		t.Error("no call failed: the kills did not hit")
 	}
@@ -467,4 +475,26 @@ func TestMigrate(t *testing.T) {
 	if _, err := Open(ctx, Options{URL: "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}); err == nil {
 		t.Error("Open of a server that is not there did not fail")
 	}
+}
+
+// opTimer keeps a running average of how long an operation takes.
+type opTimer struct {
+	mu  sync.Mutex
+	avg time.Duration
+}
+
+func (o *opTimer) observe(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.avg == 0 {
+		o.avg = d
+	} else {
+		o.avg = (4*o.avg + d) / 5
+	}
+}
+
+func (o *opTimer) average() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.avg
 }
