@@ -3,16 +3,22 @@
 // configured, and the built-in tools over it (list_tables, describe_table,
 // sample_rows, run_sql).
 //
-// Read-only is enforced by the database, never by matching the text of a
-// statement: SQLite is opened read-only (mode=ro, query_only) with no
-// database to ATTACH; PostgreSQL runs every query in a READ ONLY
-// transaction. Every statement also runs as a subquery,
+// What runs is decided by the database engine, never by matching the text
+// of a statement, and no statement can change a connection that another
+// tenant's task uses next:
+//   - SQLite is opened read-only (mode=ro, query_only, no database to
+//     ATTACH), and SQLite's own parser checks every statement before it runs
+//     (see checker): exactly one statement, with an authorizer that allows
+//     only reading (no PRAGMA, no temp objects, no writes).
+//   - PostgreSQL runs every statement as the query of a cursor
+//     (DECLARE ... CURSOR FOR <statement>) in a READ ONLY transaction that
+//     is rolled back, always over the extended protocol: the server refuses
+//     a second statement and anything that is not a query, and whatever a
+//     query sets for its session ends with the transaction.
 //
-//	SELECT * FROM (<statement>) AS q LIMIT <rows+1>
-//
-// so that the database's own parser refuses anything but one query
-// (several statements, PRAGMA, ATTACH, DDL are syntax errors there), and the
-// row cap is applied by the database. Each query has a timeout.
+// The row cap is applied outside the statement's text: SQLite's rows are
+// read no further than the cap, PostgreSQL's cursor fetches no more. Each
+// query has a timeout.
 package sqltools
 
 import (
@@ -24,8 +30,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -60,6 +67,7 @@ type DB struct {
 	dialect string
 	name    string // what the tools call it: a file name, or a database
 	opts    Options
+	check   *checker // SQLite's statements, before they run
 }
 
 // ErrStatement wraps a statement the database refused or could not run
@@ -78,6 +86,10 @@ func OpenSQLite(path string, opts Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	if d.check, err = openChecker(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	return d, nil
 }
 
@@ -93,10 +105,14 @@ func OpenPostgres(ctx context.Context, url string, opts Options) (*DB, error) {
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	db, err := sql.Open("pgx", url+sep+"default_transaction_read_only=on")
+	conf, err := pgx.ParseConfig(url + sep + "default_transaction_read_only=on")
 	if err != nil {
-		return nil, fmt.Errorf("open postgres %s: %w", cfg.Database, err)
+		return nil, fmt.Errorf("postgres URL: %w", err)
 	}
+	// The extended protocol, whatever the URL says: the server then takes
+	// one statement a call (the simple protocol runs a script).
+	conf.DefaultQueryExecMode = pgx.QueryExecModeExec
+	db := stdlib.OpenDB(*conf)
 	d := &DB{db: db, dialect: Postgres, name: cfg.Database, opts: opts.withDefaults()}
 	if err := d.ping(ctx); err != nil {
 		db.Close()
@@ -112,7 +128,12 @@ func (d *DB) ping(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	if d.check != nil {
+		d.check.close()
+	}
+	return d.db.Close()
+}
 
 // Dialect is SQLite or Postgres.
 func (d *DB) Dialect() string { return d.dialect }
@@ -140,12 +161,16 @@ func (d *DB) Query(ctx context.Context, statement string, args ...any) (Result, 
 	if statement == "" {
 		return Result{}, fmt.Errorf("%w: the statement is empty", ErrStatement)
 	}
+	if d.check != nil {
+		if err := d.check.check(statement); err != nil {
+			return Result{}, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
-	wrapped := fmt.Sprintf("SELECT * FROM (\n%s\n) AS q LIMIT %d", statement, d.opts.MaxRows+1)
 	var res Result
 	err := d.run(ctx, func(q querier) error {
-		rows, err := q.QueryContext(ctx, wrapped, args...)
+		rows, err := d.rows(ctx, q, statement, args)
 		if err != nil {
 			return err
 		}
@@ -186,6 +211,23 @@ func (d *DB) Query(ctx context.Context, statement string, args ...any) (Result, 
 
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// rows starts a checked statement: on SQLite as it is, read no further
+// than the cap; on PostgreSQL as a cursor's query, of which the cap's rows
+// (and one more, to tell a cut) are fetched.
+func (d *DB) rows(ctx context.Context, q querier, statement string, args []any) (*sql.Rows, error) {
+	if d.dialect == SQLite {
+		return q.QueryContext(ctx, statement, args...)
+	}
+	cur, err := q.QueryContext(ctx, "DECLARE ctxflow_q NO SCROLL CURSOR FOR "+statement, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := cur.Close(); err != nil {
+		return nil, err
+	}
+	return q.QueryContext(ctx, fmt.Sprintf("FETCH FORWARD %d FROM ctxflow_q", d.opts.MaxRows+1))
 }
 
 // run runs fn on one connection set up for a read-only query: on SQLite
@@ -234,12 +276,16 @@ func (d *DB) classify(err error) error {
 	return err
 }
 
-// unbound reports the driver's refusal to run a statement with parameters
-// that have no value (a plain error of the driver, before the database sees
-// it: modernc's "missing named argument", "missing argument with index",
-// pgx's "expected N arguments, got M"). The tools bind none, so it is the
+// unbound reports the refusal to run a statement with parameters that have
+// no value: a plain error of the driver, before the database sees it
+// (modernc's "missing named argument", "missing argument with index",
+// pgx's "expected N arguments, got M"), or PostgreSQL's protocol error for
+// a bind without them. The tools bind none, so it is the
 // statement's fault.
 func unbound(err error) bool {
+	if pg := (*pgconn.PgError)(nil); errors.As(err, &pg) { // over the extended protocol, the server's refusal
+		return pg.Code == "08P01" && strings.HasPrefix(pg.Message, "bind message supplies ")
+	}
 	msg := err.Error()
 	return strings.HasPrefix(msg, "missing named argument ") || strings.HasPrefix(msg, "missing argument with index ") ||
 		strings.HasPrefix(msg, "expected ") && strings.Contains(msg, " arguments, got ")
