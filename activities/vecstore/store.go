@@ -894,8 +894,10 @@ func (s *Store) keyword(ctx context.Context, text string, k int, filter map[stri
 	if text == "" || len(s.chunks) == 0 {
 		return nil, nil
 	}
-	mq := bleve.NewMatchQuery(text)
-	mq.SetField(fieldText)
+	mq := s.matchQuery(text)
+	if mq == nil {
+		return nil, nil
+	}
 	var q query.Query = mq
 	if len(filter) > 0 {
 		terms := make([]query.Query, 0, len(filter))
@@ -924,6 +926,47 @@ func (s *Store) keyword(ctx context.Context, text string, k int, filter map[stri
 		hits = append(hits, activities.Hit{Chunk: e.chunk(), Score: h.Score})
 	}
 	return hits, nil
+}
+
+// MaxQueryTerms bounds the distinct terms a keyword search looks for: its
+// work grows with them, not with the question's length (a 32 KB question
+// made thousands of term searches and minutes of CPU). The first ones of
+// the question are kept.
+const MaxQueryTerms = 64
+
+// matchQuery is bleve's match query (a disjunction of the analysed terms)
+// over at most MaxQueryTerms distinct terms, a term that occurs n times
+// boosted n times instead of searched n times. For a question without
+// repeated terms under the bound it is the match query itself; nil when
+// the text has no term.
+func (s *Store) matchQuery(text string) *query.DisjunctionQuery {
+	m := s.text.Mapping()
+	tokens := m.AnalyzerNamed(m.AnalyzerNameForPath(fieldText)).Analyze([]byte(text))
+	count := map[string]int{}
+	var terms []string
+	for _, tok := range tokens {
+		t := string(tok.Term)
+		if _, ok := count[t]; !ok {
+			if len(terms) == MaxQueryTerms {
+				continue
+			}
+			terms = append(terms, t)
+		}
+		count[t]++
+	}
+	if len(terms) == 0 {
+		return nil
+	}
+	tqs := make([]query.Query, len(terms))
+	for i, t := range terms {
+		tq := bleve.NewTermQuery(t)
+		tq.SetField(fieldText)
+		tq.SetBoost(float64(count[t]))
+		tqs[i] = tq
+	}
+	q := bleve.NewDisjunctionQuery(tqs...)
+	q.SetMin(1)
+	return q
 }
 
 // hybrid is [activities.FuseHybrid] over this store's two rankings.
