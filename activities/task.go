@@ -28,6 +28,36 @@ type Agent struct {
 	// ObservationMaxChars caps each tool result in the model view
 	// (MESSAGE_COMPRESS_MAX_LENGTH; 0: convo's default).
 	ObservationMaxChars int
+	// ResultMaxBytes caps a tool result before it is stored
+	// (CTXFLOW_TOOL_RESULT_MAX_BYTES; 0: DefaultToolResultMaxBytes).
+	ResultMaxBytes int
+}
+
+// DefaultToolResultMaxBytes caps a tool result's JSON in the transcript.
+const DefaultToolResultMaxBytes = 64 << 10
+
+// capResult cuts a tool result's JSON over max bytes (at a character's
+// start) and says so in what is stored, which the model sees too: a JSON
+// object with what was cut and the result's first bytes as text.
+func capResult(result string, max int) string {
+	if max <= 0 {
+		max = DefaultToolResultMaxBytes
+	}
+	if len(result) <= max {
+		return result
+	}
+	n := max
+	for n > 0 && !utf8RuneStart(result[n]) {
+		n--
+	}
+	b, _ := json.Marshal(struct {
+		Cut     string `json:"cut"`
+		Partial string `json:"partial"`
+	}{
+		Cut:     fmt.Sprintf("the result was %d bytes, over the %d-byte limit of a tool result (CTXFLOW_TOOL_RESULT_MAX_BYTES): only its first %d bytes follow, as text", len(result), max, n),
+		Partial: result[:n],
+	})
+	return string(b)
 }
 
 // FactsReporter is a tool result that adds to the known facts.
@@ -357,7 +387,7 @@ func (a *Agent) run(ctx context.Context, c *convo.ToolCall) (content string, fac
 		if fr, isFR := out.(FactsReporter); isFR {
 			facts = fr.Facts()
 		}
-		return string(b), facts, true, nil
+		return capResult(string(b), a.ResultMaxBytes), facts, true, nil
 	}
 	names := make([]string, len(a.Tools))
 	for i, t := range a.Tools {

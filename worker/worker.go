@@ -101,7 +101,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	}
 	agent := &activities.Agent{
 		Transcript: store, Tools: append(db.Tools(), activities.KnowledgeTool(rag)), Tokenizer: tok,
-		Planner: offline.Planner{}, ObservationMaxChars: cfg.ObservationMaxChars,
+		Planner: offline.Planner{}, ObservationMaxChars: cfg.ObservationMaxChars, ResultMaxBytes: cfg.ToolResultMaxBytes,
 	}
 	if engine != offline.ModelName { // a real model plans and summarises
 		agent.Planner, agent.Model = activities.ModelPlanner{Model: model, Engine: engine}, model

@@ -71,6 +71,8 @@ type Config struct {
 	SQLDatabase string
 	// ObservationMaxChars caps a tool result in a task's model view.
 	ObservationMaxChars int
+	// ToolResultMaxBytes caps a tool result in the transcript.
+	ToolResultMaxBytes int
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -134,6 +136,7 @@ var Vars = []Var{
 	{"CTXFLOW_FAST_MODEL", "500ms", "a chat model whose answers in a session have taken less than this on average is called as a local activity inside the turn's workflow task (one workflow task a turn instead of two); slower ones, and a failure there, as regular activities; 0: always regular"},
 	{"MESSAGE_COMPRESS_RECENT_WINDOW", "10", "unfolded messages a task's model view holds before older steps are folded into its running summary"},
 	{"MESSAGE_COMPRESS_MAX_LENGTH", "5000", "characters of a tool result in a task's model view (lists cut to their first 10 items); the transcript keeps it whole"},
+	{"CTXFLOW_TOOL_RESULT_MAX_BYTES", "65536", "bytes of a tool result's JSON stored in the transcript: a larger one is cut there, and what is stored (and shown to the model) says what was cut"},
 	{"CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys"},
 	{"CTXFLOW_API_KEYS_FILE", "unset", "a file of API keys, one `tenant:<sha256>` a line (`#` comments), added to `CTXFLOW_API_KEYS`"},
 	{"CTXFLOW_ALLOW_ANONYMOUS", "false", "let `ctxflow api` serve without API keys (any caller then picks a tenant with `X-Tenant-ID`); `ctxflow dev` always may, and says so"},
@@ -175,6 +178,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		WorkerActivities:    p.int("CTXFLOW_WORKER_ACTIVITIES", 64),
 		SQLDatabase:         p.str("CTXFLOW_SQL_DATABASE", "demo"),
 		ObservationMaxChars: p.int("MESSAGE_COMPRESS_MAX_LENGTH", 5000),
+		ToolResultMaxBytes:  p.int("CTXFLOW_TOOL_RESULT_MAX_BYTES", 64<<10),
 		LogFormat:           p.str("CTXFLOW_LOG_FORMAT", "text"),
 		MetricsAddr:         p.str("CTXFLOW_METRICS_ADDR", ""),
 	}
@@ -226,6 +230,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.ObservationMaxChars < 100 || c.ObservationMaxChars > 1_000_000 {
 		p.errs = append(p.errs, fmt.Errorf("MESSAGE_COMPRESS_MAX_LENGTH %d: want 100 to 1000000", c.ObservationMaxChars))
+	}
+	if c.ToolResultMaxBytes < 1024 || c.ToolResultMaxBytes > 16<<20 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOOL_RESULT_MAX_BYTES %d: want 1024 to 16777216", c.ToolResultMaxBytes))
 	}
 	if c.WorkerActivities < 1 || c.WorkerActivities > 10_000 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_WORKER_ACTIVITIES %d: want 1 to 10000", c.WorkerActivities))
