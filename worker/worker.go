@@ -83,7 +83,9 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	}
 	offlineEngine := &offline.Engine{Tokenizer: tok}
 	embs := embedders(model, embedder, embedModel, cfg.AltEmbeddingModels)
-	model = telemetry.MeterModel(model) // after the checks above, which need the adapter itself
+	// After the checks above, which need the adapter itself; labelled by
+	// the configured model (and the offline engine), else "other".
+	model = telemetry.MeterModel(model, cfg.Session.LLMModel, offline.ModelName)
 	rag := &activities.RAG{
 		Store: vectors, Embedders: embs,
 		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: lexical.Relevance{},

@@ -341,7 +341,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 		return nil
 	}
 	// One process: the API reads the transcripts the worker writes.
-	return serveHTTP(ctx, cfg, log, c, tel, apiPorts{transcripts: ports.Session.Transcript, broker: ports.Broker}, ready)
+	return serveHTTP(ctx, cfg, log, c, tel, apiPorts{transcripts: ports.Session.Transcript, broker: ports.Broker, dev: true}, ready)
 }
 
 // serveHTTP serves the API until ctx ends, then drains in-flight requests.
@@ -350,6 +350,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 type apiPorts struct {
 	transcripts api.Transcripts
 	broker      activities.Broker
+	dev         bool // `ctxflow dev`: loopback unless CTXFLOW_HTTP_ADDR says otherwise
 }
 
 func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, tel *telemetry.Telemetry, shared apiPorts, ready func(string)) error {
@@ -372,9 +373,10 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 		IngestWaitTimeout: cfg.IngestWaitTimeout, MaxInFlight: cfg.MaxInFlight, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
 		Metrics: tel.Handler(),
 	}).Handler()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	addr := cfg.ListenAddr(shared.dev)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -98,7 +98,7 @@ var Vars = []Var{
 	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace"},
 	{"TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE", "unset", "TLS, API key and profile, read by the Temporal SDK's environment config"},
 	{"CTXFLOW_TEMPORAL_COMPRESSION", "auto", "gRPC compression to Temporal: `gzip`, `none`, or `auto` (none when the address is loopback, as for `ctxflow dev`; gzip otherwise)"},
-	{"CTXFLOW_HTTP_ADDR", ":8080", "address of the HTTP API"},
+	{"CTXFLOW_HTTP_ADDR", "unset", "address of the HTTP API; unset: `:8080` for `ctxflow api`, `127.0.0.1:8080` (this machine only) for `ctxflow dev`"},
 	{"CTXFLOW_UI_PORT", "8233", "`ctxflow dev`: port of the Temporal Web UI (0 turns it off)"},
 	{"CTXFLOW_TEMPORAL_PORT", "7233", "`ctxflow dev`: port of the embedded Temporal frontend (0 picks a free one)"},
 	{"CTXFLOW_DATA_DIR", "./data", "`ctxflow dev` and the worker: Temporal's SQLite file and the transcripts"},
@@ -155,7 +155,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		TemporalAddress:     p.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
 		TemporalNamespace:   p.str("TEMPORAL_NAMESPACE", "default"),
 		TemporalCompression: p.str("CTXFLOW_TEMPORAL_COMPRESSION", "auto"),
-		HTTPAddr:            p.str("CTXFLOW_HTTP_ADDR", ":8080"),
+		HTTPAddr:            p.str("CTXFLOW_HTTP_ADDR", ""),
 		UIPort:              p.int("CTXFLOW_UI_PORT", 8233),
 		TemporalPort:        p.int("CTXFLOW_TEMPORAL_PORT", 7233),
 		DataDir:             p.str("CTXFLOW_DATA_DIR", "./data"),
@@ -443,4 +443,17 @@ func (p *parser) bool(name string, def bool) bool {
 		return def
 	}
 	return b
+}
+
+// ListenAddr is where the HTTP API listens: CTXFLOW_HTTP_ADDR, else every
+// interface on port 8080 for `ctxflow api` and loopback for `ctxflow dev`,
+// whose defaults (no API keys) are for one machine.
+func (c Config) ListenAddr(dev bool) string {
+	switch {
+	case c.HTTPAddr != "":
+		return c.HTTPAddr
+	case dev:
+		return "127.0.0.1:8080"
+	}
+	return ":8080"
 }

@@ -35,7 +35,6 @@ func TestDefaults(t *testing.T) {
 		TemporalAddress:     "127.0.0.1:7233",
 		TemporalNamespace:   "default",
 		TemporalCompression: "auto",
-		HTTPAddr:            ":8080",
 		UIPort:              8233,
 		TemporalPort:        7233,
 		DataDir:             "./data",
@@ -89,6 +88,17 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestListenAddr: unset, `ctxflow dev` listens on loopback only.
+func TestListenAddr(t *testing.T) {
+	c, err := load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev, api := c.ListenAddr(true), c.ListenAddr(false); dev != "127.0.0.1:8080" || api != ":8080" {
+		t.Errorf("ListenAddr: dev %q, api %q", dev, api)
+	}
+}
+
 func TestOverrides(t *testing.T) {
 	for _, tc := range []struct {
 		name, value string
@@ -96,7 +106,9 @@ func TestOverrides(t *testing.T) {
 	}{
 		{"TEMPORAL_ADDRESS", "temporal:7233", func(c Config) bool { return c.TemporalAddress == "temporal:7233" }},
 		{"TEMPORAL_NAMESPACE", "prod", func(c Config) bool { return c.TemporalNamespace == "prod" }},
-		{"CTXFLOW_HTTP_ADDR", "127.0.0.1:9000", func(c Config) bool { return c.HTTPAddr == "127.0.0.1:9000" }},
+		{"CTXFLOW_HTTP_ADDR", "127.0.0.1:9000", func(c Config) bool {
+			return c.ListenAddr(true) == "127.0.0.1:9000" && c.ListenAddr(false) == "127.0.0.1:9000"
+		}},
 		{"CTXFLOW_UI_PORT", "0", func(c Config) bool { return c.UIPort == 0 }},
 		{"CTXFLOW_TEMPORAL_PORT", " 17233 ", func(c Config) bool { return c.TemporalPort == 17233 }},
 		{"CTXFLOW_DATA_DIR", "/var/lib/ctxflow", func(c Config) bool { return c.DataDir == "/var/lib/ctxflow" }},

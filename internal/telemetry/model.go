@@ -21,12 +21,25 @@ const (
 // MeterModel wraps a chat model so that every call made by an activity
 // (answers, summaries, grading, rewrites, plans) counts the tokens the
 // provider reports, in (prompt) and out (completion), and its latency.
-// Calls outside an activity (start-up checks) are not counted.
-func MeterModel(m activities.ChatModel) activities.ChatModel {
-	return meteredModel{m}
+// Calls outside an activity (start-up checks) are not counted. The model
+// label is one of the configured models, else "other": a session may name
+// any model, and a label a tenant could write would grow the series without
+// bound on an unauthenticated /metrics.
+func MeterModel(m activities.ChatModel, configured ...string) activities.ChatModel {
+	known := map[string]bool{}
+	for _, c := range configured {
+		known[c] = true
+	}
+	return meteredModel{m, known}
 }
 
-type meteredModel struct{ activities.ChatModel }
+// OtherModel is the model label of a model that is not configured.
+const OtherModel = "other"
+
+type meteredModel struct {
+	activities.ChatModel
+	known map[string]bool
+}
 
 func (m meteredModel) Chat(ctx context.Context, req activities.ChatRequest, onDelta func(string)) (activities.ChatResponse, error) {
 	start := time.Now()
@@ -37,6 +50,9 @@ func (m meteredModel) Chat(ctx context.Context, req activities.ChatRequest, onDe
 	model := resp.Model
 	if model == "" {
 		model = req.Model
+	}
+	if !m.known[model] {
+		model = OtherModel
 	}
 	outcome := "ok"
 	if err != nil {

@@ -137,10 +137,11 @@ func TestMeterModel(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	s.SetMetricsHandler(m.Temporal())
 	env := s.NewTestActivityEnvironment()
-	model, failing := MeterModel(chatModel{}), MeterModel(chatModel{err: errors.New("down")})
+	model, failing := MeterModel(chatModel{}, "m1", "m2"), MeterModel(chatModel{err: errors.New("down")}, "m1", "m2")
 	answer := func(ctx context.Context) (string, error) {
 		resp, err := model.Chat(ctx, activities.ChatRequest{Model: "m1"}, nil)
 		_, _ = failing.Chat(ctx, activities.ChatRequest{Model: "m2"}, nil)
+		_, _ = failing.Chat(ctx, activities.ChatRequest{Model: "<script>any text a tenant picks"}, nil)
 		return resp.Content, err
 	}
 	env.RegisterActivityWithOptions(answer, activity.RegisterOptions{Name: "Answer"})
@@ -165,6 +166,10 @@ func TestMeterModel(t *testing.T) {
 	}
 	if s := sample(fams, "ctxflow_model_tokens_total", map[string]string{"model": "m2"}); s != nil {
 		t.Errorf("a failed call counted tokens: %v", s)
+	}
+	// A model that is not configured is "other", not its name.
+	if s := sample(fams, "ctxflow_model_call_latency_seconds", map[string]string{"model": OtherModel, "outcome": "error"}); s == nil || s.GetHistogram().GetSampleCount() != 2 {
+		t.Errorf("calls of a model that is not configured = %v", fams["ctxflow_model_call_latency_seconds"])
 	}
 }
 
