@@ -713,6 +713,9 @@ func (a *Session) Seed(ctx context.Context, in SeedInput) (SeedResult, error) {
 		if msgs, err = convo.DecodeJSONL(bytes.NewReader(data)); err != nil {
 			return SeedResult{}, Permanent(CodeInvalidArgument, "imported transcript", err)
 		}
+		for i := range msgs { // counted here, never taken from the file
+			msgs[i].Tokens = convo.MessageTokens(a.Tokenizer, msgs[i])
+		}
 		if leaf == "" && len(msgs) > 0 {
 			leaf = msgs[len(msgs)-1].ID
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -377,8 +378,12 @@ func (s *Server) postImport(c *gin.Context) {
 	}
 }
 
-// checkImport decodes and checks an import: JSONL entries forming a tree,
-// ids a session can address, the leaf among them.
+// checkImport decodes and checks an import as the session's store will
+// take it, before anything is written: JSONL entries forming a tree in
+// which each parent comes before its children (and every rule of a
+// transcript holds), ids a session can address, content without NUL or
+// control characters but tab and line breaks, the leaf among them. The
+// entries' token counts are not trusted: the seed counts them again.
 func checkImport(body []byte, leaf string) ([]convo.Message, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, errInvalid("the transcript is empty")
@@ -388,9 +393,17 @@ func checkImport(body []byte, leaf string) ([]convo.Message, error) {
 		return nil, errInvalid("transcript: %v", err)
 	}
 	found := leaf == ""
+	tree := convo.NewTree()
 	for i, m := range msgs {
 		if err := workflows.ValidateID("message id", m.ID); err != nil {
 			return nil, errInvalid("transcript: entry %d: %v", i+1, err)
+		}
+		if r, ok := controlChar(m.Content); ok {
+			return nil, errInvalid("transcript: entry %d (%s): its content holds the control character %U", i+1, m.ID, r)
+		}
+		m.Tokens = 0
+		if err := tree.Append(m); err != nil {
+			return nil, errInvalid("transcript: entry %d: %v (a message comes after its parent)", i+1, err)
 		}
 		found = found || m.ID == leaf
 	}
@@ -398,4 +411,15 @@ func checkImport(body []byte, leaf string) ([]convo.Message, error) {
 		return nil, errInvalid("leaf %q is not in the transcript", leaf)
 	}
 	return msgs, nil
+}
+
+// controlChar finds a control character other than tab, line feed and
+// carriage return (NUL among them).
+func controlChar(s string) (rune, bool) {
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return r, true
+		}
+	}
+	return 0, false
 }

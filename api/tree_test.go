@@ -150,6 +150,10 @@ func TestImport(t *testing.T) {
 		{"not JSON", "", "{\"id\":\"a\",\"type\":\"user\",\"content\":\"x\"}\nnope\n", "line 2"},
 		{"missing parent", "", `{"id":"b","parentId":"a","type":"user","content":"x"}` + "\n", "line 1"},
 		{"bad id", "", `{"id":"a/b","type":"user","content":"x"}` + "\n", "entry 1"},
+		{"child before its parent", "", `{"id":"b","parentId":"a","type":"assistant","content":"y"}` + "\n" + `{"id":"a","type":"user","content":"x"}` + "\n", "entry 1"},
+		{"NUL", "", `{"id":"a","type":"user","content":"x\u0000y"}` + "\n", "U+0000"},
+		{"control character", "", `{"id":"a","type":"user","content":"bell \u0007"}` + "\n", "U+0007"},
+		{"orphan tool result", "", `{"id":"a","type":"user","content":"x"}` + "\n" + `{"id":"r","parentId":"a","type":"tool_result","toolCallId":"k","content":"{}"}` + "\n", "entry 2"},
 		{"unknown leaf", "?leaf=zz", body.String(), `leaf "zz"`},
 		{"bad session id", "?sessionId=..", body.String(), "sessionId"},
 	} {

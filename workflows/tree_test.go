@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -142,7 +143,9 @@ func TestForkSeedsANewSession(t *testing.T) {
 func TestImportSeedsANewSession(t *testing.T) {
 	h := newHarness(t)
 	var buf bytes.Buffer
-	if err := convo.EncodeJSONL(&buf, seedSource(t, h, activities.SessionKey{Tenant: "t1", SessionID: "src"})); err != nil {
+	src := seedSource(t, h, activities.SessionKey{Tenant: "t1", SessionID: "src"})
+	src[0].Tokens, src[1].Tokens = 1_000_000_000_000, 0 // a file's counts are not trusted
+	if err := convo.EncodeJSONL(&buf, src); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "session.jsonl")
@@ -160,6 +163,16 @@ func TestImportSeedsANewSession(t *testing.T) {
 	last := h.model.calls[len(h.model.calls)-1].Messages
 	if len(last) < 5 || last[len(last)-5].Content != "first" {
 		t.Errorf("the next turn's view lacks the imported turns: %+v", last)
+	}
+	tok, err := tiktoken.New("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range src[:2] {
+		got, _, err := h.store.Get(context.Background(), h.key, m.ID)
+		if want := convo.MessageTokens(tok, got); err != nil || got.Tokens != want {
+			t.Errorf("imported %s counts %d tokens, want ctxflow's count %d (%v)", m.ID, got.Tokens, want, err)
+		}
 	}
 
 	h2 := newHarness(t)
