@@ -2,8 +2,10 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,13 +100,29 @@ func TestPostgres(t *testing.T) {
 	}
 	defer b.Close()
 	conformance(t, b)
-	// A subscription gives its connection back when it ends: many in a row
-	// do not exhaust the pool (4 connections here).
-	for i := range 20 {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		if _, err := b.Subscribe(ctx, "acme/s1/t1"); err != nil {
+	// A subscription holds no connection: 200 at once, on a pool of 4,
+	// each get what is published on their topic while they wait.
+	const streams = 200
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	chans := make([]<-chan activities.Delta, streams)
+	for i := range streams {
+		if chans[i], err = b.Subscribe(ctx, fmt.Sprintf("acme/burst-%d/t1", i)); err != nil {
 			t.Fatalf("subscription %d: %v", i, err)
 		}
-		cancel()
 	}
+	var wg sync.WaitGroup
+	for i := range streams {
+		wg.Go(func() {
+			if err := b.Publish(ctx, fmt.Sprintf("acme/burst-%d/t1", i), activities.Delta{Call: 1, Text: fmt.Sprint("answer ", i)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for i, ch := range chans {
+		if d := receive(t, ch, 1)[0]; d.Text != fmt.Sprint("answer ", i) {
+			t.Fatalf("stream %d got %+v", i, d)
+		}
+	}
+	wg.Wait()
 }

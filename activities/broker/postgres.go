@@ -2,26 +2,44 @@ package broker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ctxflow/ctxflow/activities"
 )
 
 // Postgres is a broker on PostgreSQL's LISTEN/NOTIFY: a delta is a
-// notification on the topic's channel, and each subscriber listens on a
-// connection of its own.
-type Postgres struct{ pool *pgxpool.Pool }
+// notification on one channel, its topic in the payload. Each process
+// listens on one connection of its own, outside the pool that publishes,
+// and fans the deltas out to its subscribers by topic (a Local). So a
+// subscription holds no connection: 200 streams of one process need one,
+// and never the one their own turn's Publish is waiting for.
+type Postgres struct {
+	pool   *pgxpool.Pool
+	subs   *Local
+	stop   context.CancelFunc
+	done   chan struct{}
+	logger *slog.Logger
+}
 
 var _ activities.Broker = (*Postgres)(nil)
 
-// OpenPostgres connects to the database at url.
+// deltas is the notification channel of every delta.
+const deltas = "ctxflow_deltas"
+
+// wire is a notification's payload.
+type wire struct {
+	Topic string `json:"topic"`
+	activities.Delta
+}
+
+// OpenPostgres connects to the database at url and listens.
 func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -31,21 +49,73 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 		pool.Close()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	return &Postgres{pool: pool}, nil
+	conn, err := listen(ctx, pool.Config().ConnConfig)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	p := &Postgres{pool: pool, subs: NewLocal(), stop: stop, done: make(chan struct{}), logger: slog.Default().With("component", "broker")}
+	go p.run(lctx, conn)
+	return p, nil
 }
 
-// Close releases the connections.
-func (p *Postgres) Close() error { p.pool.Close(); return nil }
-
-// channel is a topic's notification channel: an identifier whatever the
-// topic holds.
-func channel(topic string) string {
-	sum := sha256.Sum256([]byte(topic))
-	return "ctxflow_" + hex.EncodeToString(sum[:12])
+// listen opens the listening connection.
+func listen(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+deltas); err != nil {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("broker: listen: %w", err)
+	}
+	return conn, nil
 }
 
-// maxText keeps a notification under PostgreSQL's 8000-byte payload limit.
-const maxText = 6000
+// run hands each notification to the topic's subscribers until ctx ends,
+// connecting again when the connection breaks (the deltas meanwhile are
+// lost: a stream then ends with its turn's result, which holds the answer).
+func (p *Postgres) run(ctx context.Context, conn *pgx.Conn) {
+	defer close(p.done)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			_ = conn.Close(context.Background())
+			for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+				if ctx.Err() != nil {
+					return
+				}
+				p.logger.Warn("broker: listening again", "error", err)
+				if conn, err = listen(ctx, p.pool.Config().ConnConfig); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+			}
+			continue
+		}
+		var w wire
+		if json.Unmarshal([]byte(n.Payload), &w) == nil {
+			_ = p.subs.Publish(ctx, w.Topic, w.Delta)
+		}
+	}
+}
+
+// Close stops listening and releases the connections.
+func (p *Postgres) Close() error {
+	p.stop()
+	<-p.done
+	p.pool.Close()
+	return nil
+}
+
+// maxText keeps a notification under PostgreSQL's 8000-byte payload limit,
+// with room for the topic.
+const maxText = 5000
 
 // Publish implements [activities.Broker]; a long delta goes as several
 // notifications, cut at rune boundaries.
@@ -61,55 +131,19 @@ func (p *Postgres) Publish(ctx context.Context, topic string, d activities.Delta
 			part = part[:cut]
 		}
 		text = text[len(part):]
-		b, err := json.Marshal(activities.Delta{Call: d.Call, Text: part})
+		b, err := json.Marshal(wire{Topic: topic, Delta: activities.Delta{Call: d.Call, Text: part}})
 		if err != nil {
 			return err
 		}
-		if _, err := p.pool.Exec(ctx, "SELECT pg_notify($1, $2)", channel(topic), string(b)); err != nil {
+		if _, err := p.pool.Exec(ctx, "SELECT pg_notify($1, $2)", deltas, string(b)); err != nil {
 			return fmt.Errorf("broker: publish on %s: %w", topic, err)
 		}
 	}
 	return nil
 }
 
-// Subscribe implements [activities.Broker]: it returns once the
-// connection listens, so what is published after it is received.
+// Subscribe implements [activities.Broker]: the process already listens,
+// so what is published after it returns is received.
 func (p *Postgres) Subscribe(ctx context.Context, topic string) (<-chan activities.Delta, error) {
-	conn, err := p.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("broker: subscribe to %s: %w", topic, err)
-	}
-	ch := channel(topic) // an identifier: [a-z0-9_]
-	if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("broker: subscribe to %s: %w", topic, err)
-	}
-	out := make(chan activities.Delta, subscriberBuffer)
-	go func() {
-		defer close(out)
-		for {
-			n, err := conn.Conn().WaitForNotification(ctx)
-			if err != nil {
-				// ctx ended (or the connection broke): this connection's
-				// LISTEN must not outlive the subscription.
-				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-				if _, uerr := conn.Exec(uctx, "UNLISTEN "+ch); uerr != nil {
-					_ = conn.Hijack().Close(uctx) // a connection in an unknown state is dropped
-				} else {
-					conn.Release()
-				}
-				cancel()
-				return
-			}
-			var d activities.Delta
-			if json.Unmarshal([]byte(n.Payload), &d) != nil {
-				continue
-			}
-			select {
-			case out <- d:
-			default: // a slow subscriber loses deltas, never blocks the connection
-			}
-		}
-	}()
-	return out, nil
+	return p.subs.Subscribe(ctx, topic)
 }
