@@ -1215,10 +1215,13 @@ func TestListSessions(t *testing.T) {
 		t.Errorf("default query %q, page size %d", q, reqs[1].GetPageSize())
 	}
 
-	// A garbled token, a token of another listing, a raw Temporal token.
+	// A garbled token, a token of another listing, a raw Temporal token, a
+	// token made as they once were, without a secret.
 	raw := base64.RawURLEncoding.EncodeToString([]byte("page-2"))
+	unkeyed := sha256.Sum256([]byte(reqs[0].GetQuery() + "\x00page-2"))
+	forged := base64.RawURLEncoding.EncodeToString(append(unkeyed[:8], "page-2"...))
 	for _, q := range []string{"status=deleted", "status=idle'%20OR%20'1'='1", "limit=0", "limit=1001", "limit=ten", "pageToken=%21%21",
-		"pageToken=" + raw, "status=idle&pageToken=" + page.NextPageToken} {
+		"pageToken=" + raw, "status=idle&pageToken=" + page.NextPageToken, "status=paused&limit=20&pageToken=" + forged} {
 		t.Run(q, func(t *testing.T) {
 			wantError(t, do(h, http.MethodGet, "/v1/sessions?"+q, ""), http.StatusBadRequest, "invalid_argument")
 		})

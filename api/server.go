@@ -52,6 +52,10 @@ type Options struct {
 	// X-API-Key) and acts as the key's tenant; nil: no keys, and
 	// X-Tenant-ID picks the tenant.
 	Keys map[string]string
+	// TokenSecret signs the page tokens of listings (CTXFLOW_TOKEN_SECRET,
+	// or the data dir's token-secret): the API processes of a deployment
+	// share it. Empty: a random secret of this process.
+	TokenSecret []byte
 	// Collection is the knowledge base's collection (CTXFLOW_COLLECTION),
 	// which the seeds' requests may name (default "rag_documents").
 	Collection string
@@ -109,6 +113,10 @@ func New(c client.Client, opts Options) *Server {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if len(opts.TokenSecret) == 0 {
+		opts.TokenSecret = make([]byte, 32)
+		_, _ = rand.Read(opts.TokenSecret)
 	}
 	return &Server{c: c, opts: opts, log: opts.Logger, inFlight: make(chan struct{}, opts.MaxInFlight)}
 }

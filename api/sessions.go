@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -235,7 +236,7 @@ func (s *Server) listSessions(c *gin.Context) {
 	}
 	var token []byte
 	if pt := c.Query("pageToken"); pt != "" {
-		if token, err = decodeToken(query, pt); err != nil {
+		if token, err = s.decodeToken(query, pt); err != nil {
 			writeError(c, errInvalid("pageToken is not one this listing returned: %v", err))
 			return
 		}
@@ -273,7 +274,7 @@ func (s *Server) listSessions(c *gin.Context) {
 		}
 		out = append(out, row)
 	}
-	c.JSON(http.StatusOK, gin.H{"sessions": out, "nextPageToken": encodeToken(query, resp.GetNextPageToken())})
+	c.JSON(http.StatusOK, gin.H{"sessions": out, "nextPageToken": s.encodeToken(query, resp.GetNextPageToken())})
 }
 
 // query runs a query on a session, with a deadline so that a session with
@@ -689,32 +690,32 @@ func (s *Server) getSteps(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "turns": steps})
 }
 
-// encodeToken wraps Temporal's page token for the listing query: a short
-// MAC of the query and token goes in front, so that a token that is not
-// one this listing returned is refused at once (Temporal itself spends
-// seconds on a garbled one). "" stays "".
-func encodeToken(query string, token []byte) string {
+// encodeToken wraps Temporal's page token for the listing query with an
+// HMAC under the server's secret (Options.TokenSecret): a token is good only
+// for the listing that made it, and nobody without the secret can make one
+// (a forged token would reach Temporal's visibility store).
+func (s *Server) encodeToken(query string, token []byte) string {
 	if len(token) == 0 {
 		return ""
 	}
-	return base64.RawURLEncoding.EncodeToString(append(tokenMAC(query, token), token...))
+	return base64.RawURLEncoding.EncodeToString(append(s.tokenMAC(query, token), token...))
 }
 
-func decodeToken(query, s string) ([]byte, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+func (s *Server) decodeToken(query, tok string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
 	switch {
 	case err != nil:
 		return nil, errors.New("not base64url")
-	case len(b) <= tokenMACSize || !bytes.Equal(b[:tokenMACSize], tokenMAC(query, b[tokenMACSize:])):
-		return nil, errors.New("unknown token (it belongs to another listing, or was altered)")
+	case len(b) <= tokenMACSize || !hmac.Equal(b[:tokenMACSize], s.tokenMAC(query, b[tokenMACSize:])):
+		return nil, errors.New("unknown token (it belongs to another listing, another deployment, or was altered)")
 	}
 	return b[tokenMACSize:], nil
 }
 
-const tokenMACSize = 8
+const tokenMACSize = 16
 
-func tokenMAC(query string, token []byte) []byte {
-	h := sha256.New()
+func (s *Server) tokenMAC(query string, token []byte) []byte {
+	h := hmac.New(sha256.New, s.opts.TokenSecret)
 	h.Write([]byte(query))
 	h.Write([]byte{0})
 	h.Write(token)

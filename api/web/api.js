@@ -154,3 +154,13 @@ export async function streamTurn(sessionId, body, on) {
     if (!res.ok) return pollTurn(sessionId, turnId, on);
   }
 }
+
+// httpURL is s when it is an http(s) URL, else ''.
+export function httpURL(s) {
+  try {
+    const u = new URL(s);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.href : '';
+  } catch {
+    return '';
+  }
+}

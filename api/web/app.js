@@ -3,7 +3,7 @@
 // app.on(render) and reads app's fields. Adding a panel is one module and
 // one line in `panels` below.
 
-import { api, sessionPath, stats } from './api.js';
+import { api, sessionPath, stats, httpURL } from './api.js';
 import { h, fill, errorBox } from './dom.js';
 import sessions from './panels/sessions.js';
 import chat from './panels/chat.js';
@@ -21,10 +21,11 @@ const panels = [
   ['#settings', settings],
 ];
 
+// ?temporalUI= and ?namespace= hold for this page only: remembered, a link
+// someone sent could point the page's Temporal links anywhere for good. The
+// address is used only as an http(s) URL.
 const params = new URLSearchParams(location.search);
-for (const p of ['temporalUI', 'namespace']) {
-  if (params.get(p)) localStorage.setItem(`ctxflow.${p}`, params.get(p));
-}
+const linked = { temporalUI: httpURL(params.get('temporalUI') || ''), namespace: params.get('namespace') || '' };
 
 const listeners = [];
 
@@ -83,10 +84,10 @@ export const app = {
   },
 
   // temporalURL links a workflow in the Temporal UI: the UI's address
-  // comes from ?temporalUI= (remembered), else this host on port 8233.
+  // comes from ?temporalUI=, else the settings, else this host on port 8233.
   temporalURL(workflowId) {
-    const base = localStorage.getItem('ctxflow.temporalUI') || `${location.protocol}//${location.hostname}:8233`;
-    const ns = localStorage.getItem('ctxflow.namespace') || 'default';
+    const base = linked.temporalUI || httpURL(localStorage.getItem('ctxflow.temporalUI') || '') || `${location.protocol}//${location.hostname}:8233`;
+    const ns = linked.namespace || 'default';
     return `${base.replace(/\/+$/, '')}/namespaces/${encodeURIComponent(ns)}/workflows/${encodeURIComponent(workflowId)}`;
   },
 };

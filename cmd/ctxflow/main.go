@@ -362,6 +362,10 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 	if err != nil {
 		return err
 	}
+	secret, err := cfg.TokenSecret()
+	if err != nil {
+		return err
+	}
 	if keys == nil {
 		log.Warn("no API keys: any caller may act as any tenant with X-Tenant-ID (set CTXFLOW_API_KEYS or CTXFLOW_API_KEYS_FILE)")
 	} else {
@@ -371,7 +375,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
 		IngestWaitTimeout: cfg.IngestWaitTimeout, MaxInFlight: cfg.MaxInFlight, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
-		Metrics: tel.Handler(),
+		Metrics: tel.Handler(), TokenSecret: secret,
 	}).Handler()
 	addr := cfg.ListenAddr(shared.dev)
 	ln, err := net.Listen("tcp", addr)

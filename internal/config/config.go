@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,9 +43,11 @@ type Config struct {
 	UploadDir string
 	// APIKeys and APIKeysFile hold the API keys (see [Config.Keys]);
 	// AllowAnonymous lets `ctxflow api` serve without any.
-	APIKeys           string
-	APIKeysFile       string
-	AllowAnonymous    bool
+	APIKeys        string
+	APIKeysFile    string
+	AllowAnonymous bool
+	// TokenSecretValue is CTXFLOW_TOKEN_SECRET (see TokenSecret).
+	TokenSecretValue  string
 	MaxUploadBytes    int64
 	IngestWaitTimeout time.Duration
 
@@ -139,6 +142,7 @@ var Vars = []Var{
 	{"CTXFLOW_TOOL_RESULT_MAX_BYTES", "65536", "bytes of a tool result's JSON stored in the transcript: a larger one is cut there, and what is stored (and shown to the model) says what was cut"},
 	{"CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys"},
 	{"CTXFLOW_API_KEYS_FILE", "unset", "a file of API keys, one `tenant:<sha256>` a line (`#` comments), added to `CTXFLOW_API_KEYS`"},
+	{"CTXFLOW_TOKEN_SECRET", "unset", "secret that signs the page tokens of `GET /v1/sessions` (16 bytes at least); unset: a random one kept in `$CTXFLOW_DATA_DIR/token-secret`. The API processes of one deployment share it"},
 	{"CTXFLOW_ALLOW_ANONYMOUS", "false", "let `ctxflow api` serve without API keys (any caller then picks a tenant with `X-Tenant-ID`); `ctxflow dev` always may, and says so"},
 	{"CTXFLOW_METRICS_ADDR", "unset", "`ctxflow worker`: address of its Prometheus `GET /metrics` listener, e.g. `:9090` (unset: none; `ctxflow dev` and `ctxflow api` serve `/metrics` on the API's port)"},
 	{"CTXFLOW_OTEL", "off", "OpenTelemetry traces, one per turn across API, workflow and activities: `off`, `stdout` (a JSON line per span) or `otlp` (gRPC to `OTEL_EXPORTER_OTLP_ENDPOINT`, default `localhost:4317`, and OpenTelemetry's other `OTEL_EXPORTER_OTLP_*` variables)"},
@@ -186,6 +190,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.APIKeys = p.str("CTXFLOW_API_KEYS", "")
 	c.APIKeysFile = p.str("CTXFLOW_API_KEYS_FILE", "")
 	c.AllowAnonymous = p.bool("CTXFLOW_ALLOW_ANONYMOUS", false)
+	if c.TokenSecretValue = p.str("CTXFLOW_TOKEN_SECRET", ""); c.TokenSecretValue != "" && len(c.TokenSecretValue) < 16 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOKEN_SECRET: %d bytes, want at least 16", len(c.TokenSecretValue)))
+	}
 	c.Session = workflows.DefaultSessionConfig()
 	c.Session.LLMModel = p.str("CTXFLOW_LLM_MODEL", c.Session.LLMModel)
 	c.Session.EmbeddingModel = p.str("CTXFLOW_EMBEDDING_MODEL", c.Session.EmbeddingModel)
@@ -456,4 +463,39 @@ func (c Config) ListenAddr(dev bool) string {
 		return "127.0.0.1:8080"
 	}
 	return ":8080"
+}
+
+// TokenSecret is the secret that signs page tokens: CTXFLOW_TOKEN_SECRET,
+// else the one kept in the data dir, made (32 random bytes) the first time.
+func (c Config) TokenSecret() ([]byte, error) {
+	if c.TokenSecretValue != "" {
+		return []byte(c.TokenSecretValue), nil
+	}
+	path := filepath.Join(c.DataDir, "token-secret")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 16 {
+		return b, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("token secret: %w", err)
+	}
+	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("token secret: %w", err)
+	}
+	// Made once: a process that lost the race reads the winner's.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token secret: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("token secret %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("token secret %s: %w", path, err)
+	}
+	return b, nil
 }

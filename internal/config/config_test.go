@@ -432,3 +432,31 @@ func TestKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenSecret: the configured secret, else one made once in the data
+// dir and read back by every later process; a short one is refused.
+func TestTokenSecret(t *testing.T) {
+	dir := t.TempDir()
+	c, err := load(env(map[string]string{"CTXFLOW_DATA_DIR": dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.TokenSecret()
+	if err != nil || len(first) != 32 {
+		t.Fatalf("made secret: %d bytes, %v", len(first), err)
+	}
+	again, err := c.TokenSecret()
+	if err != nil || string(again) != string(first) {
+		t.Errorf("a second process read another secret (%v)", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "token-secret")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token-secret: %v %v", fi, err)
+	}
+	c, err = load(env(map[string]string{"CTXFLOW_DATA_DIR": dir, "CTXFLOW_TOKEN_SECRET": "a-shared-secret-of-the-deployment"}))
+	if s, _ := c.TokenSecret(); err != nil || string(s) != "a-shared-secret-of-the-deployment" {
+		t.Errorf("configured secret: %q %v", s, err)
+	}
+	if _, err := load(env(map[string]string{"CTXFLOW_TOKEN_SECRET": "short"})); err == nil || !strings.Contains(err.Error(), "CTXFLOW_TOKEN_SECRET") {
+		t.Errorf("a short secret: %v", err)
+	}
+}

@@ -2,7 +2,7 @@
 // Authorization: Bearer; and the Temporal UI's address for the links.
 
 import { h } from '../dom.js';
-import { settings } from '../api.js';
+import { settings, httpURL } from '../api.js';
 
 export default {
   id: 'settings',
@@ -12,11 +12,18 @@ export default {
     const ui = h('input', { id: 'temporal-ui', placeholder: 'http://host:8233', value: localStorage.getItem('ctxflow.temporalUI') || '' });
     const save = (e) => {
       e.preventDefault();
+      const addr = ui.value.trim();
+      if (addr && !httpURL(addr)) {
+        ui.setCustomValidity('an http:// or https:// address');
+        ui.reportValidity();
+        return;
+      }
       settings.apiKey = key.value.trim();
-      if (ui.value.trim()) localStorage.setItem('ctxflow.temporalUI', ui.value.trim());
+      if (addr) localStorage.setItem('ctxflow.temporalUI', addr);
       else localStorage.removeItem('ctxflow.temporalUI');
       location.reload();
     };
+    ui.addEventListener('input', () => ui.setCustomValidity(''));
     root.append(h('details.settings', {},
       h('summary', {}, settings.apiKey ? 'Settings · key set' : 'Settings'),
       h('form', { onsubmit: save },
