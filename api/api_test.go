@@ -1320,7 +1320,11 @@ func TestBackpressure(t *testing.T) {
 		t.Errorf("Retry-After = %q, want 1", got)
 	}
 	if w := do(h, http.MethodGet, "/healthz", ""); w.Code != http.StatusOK {
-		t.Errorf("/healthz under load: %d (only /v1 is bounded)", w.Code)
+		t.Errorf("/healthz under load: %d (only /v1 and /api are bounded)", w.Code)
+	}
+	// The seeds' routes share the bound: they start the same workflows.
+	if w := do(h, http.MethodGet, "/api/context-management?sessionId=s1", ""); w.Code != http.StatusTooManyRequests {
+		t.Errorf("/api/context-management under load: %d %s, want 429", w.Code, w.Body)
 	}
 	close(release)
 	wg.Wait()

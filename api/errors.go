@@ -124,6 +124,10 @@ func fromTemporal(what string, err error) *apiError {
 }
 
 func writeError(c *gin.Context, err error) {
+	if c.Request.Context().Err() != nil { // the client is gone: nobody reads it, nothing failed here
+		c.AbortWithStatus(statusClientClosed)
+		return
+	}
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = errInternal("%v", err)
@@ -137,6 +141,11 @@ func writeError(c *gin.Context, err error) {
 	}
 	c.AbortWithStatusJSON(ae.status, body)
 }
+
+// statusClientClosed is what the access log says of a request whose client
+// went away before its answer (nginx's 499), instead of the 5xx the
+// canceled work would have made of it.
+const statusClientClosed = 499
 
 // rootCause returns the code and message of the innermost application
 // error in err's chain (the activity's own error, without the layers the

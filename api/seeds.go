@@ -30,7 +30,7 @@ const jsonType = "application/json; charset=utf-8"
 // seedRoutes registers the seeds' own endpoints (seed 000 /api/context-management, seed 003 /api/self-corrective-rag).
 func (s *Server) seedRoutes(r *gin.Engine) {
 	coll := s.opts.Collection
-	g := r.Group("/api", seedErrors, s.authenticate)
+	g := r.Group("/api", seedErrors, s.admit, s.authenticate)
 	g.POST("/context-management", func(c *gin.Context) { s.contextPost(c, coll) })
 	g.GET("/context-management", s.contextGet)
 	g.DELETE("/context-management", func(c *gin.Context) { s.seedDelete(c, c.Query("sessionId")) })

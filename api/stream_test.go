@@ -2,9 +2,12 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -221,4 +224,30 @@ func TestStreamTurnErrors(t *testing.T) {
 	})
 	wantError(t, do(server(f2), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"hi"}`, "Accept", "text/event-stream"), http.StatusConflict, "conflict")
 	wantError(t, do(server(f2), http.MethodPost, "/v1/sessions/s1/turns", `{"question":""}`, "Accept", "text/event-stream"), http.StatusBadRequest, "invalid_argument")
+}
+
+// TestStreamClientGone: a client that leaves a stream before its turn is
+// queued is not a server failure: the access log says 499, never 5xx.
+func TestStreamClientGone(t *testing.T) {
+	f := newFake(t)
+	entered := make(chan struct{})
+	f.UpdateWithStartWorkflowFn = func(ctx context.Context, _ client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		close(entered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	var logs bytes.Buffer
+	opts := options()
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	h := api.New(f, opts).Handler()
+	ctx, cancel := context.WithCancel(t.Context())
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/sessions/s1/turns", strings.NewReader(`{"question":"hi"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	go func() { <-entered; cancel() }()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 499 || strings.Contains(logs.String(), "status=5") || !strings.Contains(logs.String(), "status=499") {
+		t.Errorf("answered %d; log:\n%s", w.Code, logs.String())
+	}
 }

@@ -48,12 +48,12 @@ var webModTime = time.Now()
 func serveAsset(c *gin.Context, name string) {
 	typ, known := webTypes[path.Ext(name)]
 	if !fs.ValidPath(name) || !known {
-		writeError(c, errNotFound("no asset %q", name))
+		writeError(c, errNotFound("no asset %q", clipRunes(name, 80)))
 		return
 	}
 	data, err := webAssets.ReadFile("web/" + name)
 	if err != nil {
-		writeError(c, errNotFound("no asset %q", name))
+		writeError(c, errNotFound("no asset %q", clipRunes(name, 80)))
 		return
 	}
 	c.Header("Content-Type", typ)

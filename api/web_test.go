@@ -79,6 +79,11 @@ func TestWebUnknownAsset(t *testing.T) {
 	for _, p := range []string{"/ui/nope.js", "/ui/panels/", "/ui/", "/ui/../web.go", "/ui/%2e%2e/web.go", "/ui/panels/../../web.go", "/ui/index"} {
 		wantError(t, do(h, http.MethodGet, p, ""), http.StatusNotFound, "not_found")
 	}
+	// A long name is not echoed whole.
+	w := do(h, http.MethodGet, "/ui/"+strings.Repeat("a", 10<<10)+".js", "")
+	if b := wantError(t, w, http.StatusNotFound, "not_found"); len(b.Error.Message) > 200 {
+		t.Errorf("the error echoes %d bytes of the name", len(b.Error.Message))
+	}
 }
 
 // TestWebNeedsNoKey: with API keys the page still loads (it sends the key
