@@ -218,6 +218,9 @@ func (s *Server) postEdit(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	if !s.knownMessage(c, ref, id) {
+		return
+	}
 	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TurnID, Question: body.Content, Config: body.Config, EditOf: id})
 }
 
@@ -249,6 +252,9 @@ func (s *Server) postFork(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	if !s.knownMessage(c, ref, body.FromMessageID) { // before the new session starts
+		return
+	}
 	src := ref.key()
 	dst := sessionRef{tenant: ref.tenant, id: body.SessionID}
 	res, ok := s.treeOp(c, dst, workflows.TurnRequest{TurnID: body.turnID("fork"), Question: "fork " + ref.id + " at " + body.FromMessageID,
@@ -257,6 +263,22 @@ func (s *Server) postFork(c *gin.Context) {
 		c.JSON(http.StatusCreated, gin.H{"sessionId": dst.id, "forkedFrom": ref.id, "activeLeaf": res.ActiveLeaf,
 			"turns": res.SessionInfo.Turns, "messages": res.SessionInfo.Messages})
 	}
+}
+
+// knownMessage answers 404 and reports false for a message the session
+// does not hold, where this process reads the transcripts; elsewhere the
+// session's own turn refuses it. So an edit with ?wait=false is refused at
+// once, and a fork from an unknown message leaves no empty session.
+func (s *Server) knownMessage(c *gin.Context, ref sessionRef, id string) bool {
+	tr, err := s.transcripts()
+	if err != nil || workflows.ValidateID("messageId", id) != nil {
+		return true
+	}
+	if _, ok, err := tr.Get(c.Request.Context(), ref.key(), id); err == nil && !ok {
+		writeError(c, errNotFound("session %s has no message %q", ref.id, id))
+		return false
+	}
+	return true
 }
 
 // exportOrder is the order of an export: parents before children, and at

@@ -197,6 +197,13 @@ func TestTreeTurns(t *testing.T) {
 		t.Errorf("edit turn %+v", r)
 	}
 	wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/messages/t1.u/edit", `{"question":"x"}`), http.StatusBadRequest, "invalid_argument")
+	// An unknown message: 404 at once, no turn sent, no session started.
+	sent := len(*got)
+	wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/messages/nope.u/edit", `{"content":"x"}`), http.StatusNotFound, "not_found")
+	wantError(t, do(h, http.MethodPost, "/v1/sessions/s1/fork", `{"fromMessageId":"nope","sessionId":"s3"}`), http.StatusNotFound, "not_found")
+	if len(*got) != sent {
+		t.Errorf("%d turns sent for unknown messages", len(*got)-sent)
+	}
 
 	w = do(h, http.MethodPost, "/v1/sessions/s1/fork", `{"fromMessageId":"t0.a","sessionId":"s2"}`)
 	if w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `"sessionId":"s2"`) {
