@@ -64,6 +64,7 @@ type session struct {
 	limits       Limits
 	key          activities.SessionKey
 	current      *TurnResult // the turn being processed
+	currentKind  string      // its kind
 	quiet        bool        // the turn being processed has not published "running" (oneTaskTurn)
 	closing      *CloseRequest
 	closed       bool          // the close request is done (the transcript deleted)
@@ -471,9 +472,15 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); req.Kind == KindSeed && !seen && !s.fresh() {
 		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" already exists: fork or import into a new session id", activities.CodeConflict, nil)
 	}
-	if req.Kind == KindContinue && !s.continuable() {
-		if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); !seen {
+	if req.Kind == KindContinue {
+		switch seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); {
+		case seen: // a repeat: answered as the first was
+		case !s.continuable():
 			return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", activities.CodeConflict, nil)
+		case s.continueQueued():
+			// One pause, one continue: the first resumes the task, the
+			// others would each resume it again after its next pause.
+			return temporal.NewNonRetryableApplicationError("session "+s.key.String()+": a continue of its paused task is already queued", activities.CodeConflict, nil)
 		}
 	}
 	if seen, same := s.st.Ledger.Seen(req.TurnID, req.Question); seen && !same {
@@ -598,6 +605,7 @@ func (s *session) processNext(ctx workflow.Context) {
 		delete(s.traces, req.TurnID)
 	}
 	s.current = &TurnResult{TurnID: req.TurnID, Status: TurnRunning, Question: req.Question, ReceivedAt: req.ReceivedAt}
+	s.currentKind = req.Kind
 	s.st.Status = StatusRunning
 	if s.quiet = s.oneTaskTurn(ctx, req); !s.quiet {
 		if err := s.publish(ctx); err != nil {
@@ -706,6 +714,19 @@ func (s *session) localCtx(ctx workflow.Context, summary string) workflow.Contex
 // activityCtx is the context of a regular activity of the session.
 func (s *session) activityCtx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
 	return activityCtx(ctx, s.limits, summary, timeout, attempts)
+}
+
+// continueQueued reports a continue turn running or waiting in the queue.
+func (s *session) continueQueued() bool {
+	if s.current != nil && s.currentKind == KindContinue {
+		return true
+	}
+	for _, p := range s.st.Pending {
+		if p.Kind == KindContinue {
+			return true
+		}
+	}
+	return false
 }
 
 // continuable reports a paused task a continue can resume.

@@ -324,3 +324,48 @@ func TestSessionPausesAndContinuesATask(t *testing.T) {
 		t.Errorf("continue with nothing paused = %+v", out[3])
 	}
 }
+
+// Ten continues sent at once for one pause: the first resumes the task, the
+// other nine are refused as conflicts, not each resuming it again.
+func TestConcurrentContinuesResumeOnce(t *testing.T) {
+	h := newTaskHarness(t, func(n int, req activities.PlanRequest) activities.PlanStep {
+		if n <= 3 {
+			return use("describe_table", map[string]string{"table": fmt.Sprint("t", n)})
+		}
+		return activities.PlanStep{Answer: "done"}
+	})
+	send := func(at time.Duration, req workflows.TurnRequest) *outcome {
+		o := &outcome{}
+		h.env.RegisterDelayedCallback(func() {
+			h.env.UpdateWorkflow(workflows.UpdateTurn, workflows.TurnUpdateID(workflows.UpdateTurn, req), &testsuite.TestUpdateCallback{
+				OnAccept: func() {}, OnReject: func(err error) { o.rejected = err },
+				OnComplete: func(v any, err error) { o.result, _ = v.(workflows.TurnResult); o.err = err },
+			}, req)
+		}, at)
+		return o
+	}
+	send(time.Minute, workflows.TurnRequest{TurnID: "task", Question: "Describe the tables", Kind: workflows.KindTask, MaxSteps: 2})
+	var conts []*outcome
+	for i := range 10 {
+		conts = append(conts, send(2*time.Minute, workflows.TurnRequest{TurnID: fmt.Sprint("c", i), Question: "continue", Kind: workflows.KindContinue}))
+	}
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Tenant: "t1", SessionID: "s1", Limits: workflows.Limits{IdleTTL: time.Hour}})
+
+	resumed, refused := 0, 0
+	for _, o := range conts {
+		switch {
+		case o.rejected != nil && strings.Contains(o.rejected.Error(), "already queued"):
+			refused++
+		case o.rejected == nil && o.result.Status == workflows.TurnCompleted:
+			resumed++
+		default:
+			t.Errorf("continue: %+v", o)
+		}
+	}
+	if resumed != 1 || refused != 9 {
+		t.Errorf("%d continues resumed the task and %d were refused, want 1 and 9", resumed, refused)
+	}
+	if n := h.called("describe_table"); n != 3 {
+		t.Errorf("describe_table called %d times, want 3: two steps before the pause, one after the one continue, then the answer", n)
+	}
+}
