@@ -385,7 +385,7 @@ func TestMalformedBodies(t *testing.T) {
 }
 
 func TestTurnValidation(t *testing.T) {
-	long := strings.Repeat("a", workflows.MaxQuestionBytes+1)
+	long := strings.Repeat("a", workflows.DefaultMaxQuestionBytes+1)
 	for _, tc := range []struct {
 		name, path, body, want string
 		header                 []string
@@ -541,7 +541,7 @@ func TestTurnSubmit(t *testing.T) {
 	checkStart(t, op.opts, op.workflow, op.args[0].(workflows.SessionInput), "acme", "s2")
 
 	// A question of exactly 32 KiB is fine.
-	q := strings.Repeat("b", workflows.MaxQuestionBytes)
+	q := strings.Repeat("b", workflows.DefaultMaxQuestionBytes)
 	if w := do(h, http.MethodPost, "/v1/sessions/s1/turns", `{"question":"`+q+`"}`); w.Code != http.StatusAccepted {
 		t.Errorf("32 KiB question: status %d %s", w.Code, w.Body)
 	}

@@ -296,7 +296,7 @@ func checkAccepted(t *testing.T, route string, body []byte, plain bool, got *sen
 	}
 	opts := got.turns[0]
 	req := opts.UpdateOptions.Args[0].(workflows.TurnRequest)
-	if err := workflows.ValidateTurn(req, defaults); err != nil {
+	if err := workflows.ValidateTurn(req, defaults, workflows.DefaultLimits()); err != nil {
 		t.Fatalf("%s sent a turn its own validation refuses: %+v: %v", route, req, err)
 	}
 	checkID(t, "turnId", req.TurnID)

@@ -48,7 +48,7 @@ func (s *Server) postCorrective(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	if err := workflows.ValidateQuestion("query", body.Query); err != nil {
+	if err := workflows.ValidateQuestion("query", body.Query, s.opts.Limits.MaxQuestionBytes); err != nil {
 		writeError(c, errInvalid("%s", err))
 		return
 	}

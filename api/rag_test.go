@@ -78,7 +78,7 @@ func TestPostCorrectiveRejectsBadInput(t *testing.T) {
 		{"bad search mode", `{"query":"q","searchMode":"fuzzy"}`, `searchMode "fuzzy"`},
 		{"too many rewrites", `{"query":"q","maxRewriteAttempts":11}`, "maxRewriteAttempts 11 out of range"},
 		{"milvus config", `{"query":"q","milvusConfig":{"address":"localhost:19530"}}`, "CTXFLOW_COLLECTION"},
-		{"too long", `{"query":"` + strings.Repeat("a", workflows.MaxQuestionBytes+1) + `"}`, "over the 32768-byte limit"},
+		{"too long", `{"query":"` + strings.Repeat("a", workflows.DefaultMaxQuestionBytes+1) + `"}`, "over the 32768-byte limit"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

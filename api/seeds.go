@@ -178,7 +178,7 @@ func (s *Server) seedQuery(c *gin.Context, req contextRequest) {
 	} else if string(raw) != "{}" {
 		turn.Config = raw
 	}
-	if err := workflows.ValidateTurn(turn, cfg); err != nil {
+	if err := workflows.ValidateTurn(turn, cfg, s.opts.Limits); err != nil {
 		writeError(c, errInvalid("%s", err))
 		return
 	}

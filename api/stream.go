@@ -75,7 +75,7 @@ func (s *Server) streamTurn(c *gin.Context, ref sessionRef, req workflows.TurnRe
 	if req.TurnID == "" {
 		req.TurnID = newID("turn")
 	}
-	if err := workflows.ValidateTurn(req, s.opts.Defaults); err != nil {
+	if err := workflows.ValidateTurn(req, s.opts.Defaults, s.opts.Limits); err != nil {
 		writeError(c, errInvalid("%s", err))
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -129,7 +128,7 @@ func (s *Server) allMessages(c *gin.Context) ([]convo.Message, workflows.Session
 // treeOp runs a branch or seed turn and waits for it; it writes the error
 // and reports false when it failed.
 func (s *Server) treeOp(c *gin.Context, ref sessionRef, req workflows.TurnRequest) (workflows.TurnResult, bool) {
-	if err := workflows.ValidateTurn(req, s.opts.Defaults); err != nil {
+	if err := workflows.ValidateTurn(req, s.opts.Defaults, s.opts.Limits); err != nil {
 		writeError(c, errInvalid("%s", err))
 		return workflows.TurnResult{}, false
 	}
@@ -420,7 +419,7 @@ func checkImport(body []byte, leaf string) ([]convo.Message, error) {
 		if err := workflows.ValidateID("message id", m.ID); err != nil {
 			return nil, errInvalid("transcript: entry %d: %v", i+1, err)
 		}
-		if r, ok := controlChar(m.Content); ok {
+		if r, _, ok := workflows.ControlChar(m.Content); ok {
 			return nil, errInvalid("transcript: entry %d (%s): its content holds the control character %U", i+1, m.ID, r)
 		}
 		m.Tokens = 0
@@ -433,15 +432,4 @@ func checkImport(body []byte, leaf string) ([]convo.Message, error) {
 		return nil, errInvalid("leaf %q is not in the transcript", leaf)
 	}
 	return msgs, nil
-}
-
-// controlChar finds a control character other than tab, line feed and
-// carriage return (NUL among them).
-func controlChar(s string) (rune, bool) {
-	for _, r := range s {
-		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
-			return r, true
-		}
-	}
-	return 0, false
 }

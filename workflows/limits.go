@@ -31,6 +31,9 @@ type Limits struct {
 	// activity dispatch); a slower one, or one that fails there, as a
 	// regular activity. 0 (and sessions started before it existed): never.
 	FastModel time.Duration `json:"fastModel,omitempty"`
+	// MaxQuestionBytes bounds a turn's question and a task's goal
+	// (CTXFLOW_MAX_QUESTION_BYTES; 0: DefaultMaxQuestionBytes).
+	MaxQuestionBytes int `json:"maxQuestionBytes,omitempty"`
 }
 
 // DefaultLimits returns the defaults documented in the README.
@@ -44,6 +47,7 @@ func DefaultLimits() Limits {
 		LLMMaxTokens:       2000,
 		TaskRecentMessages: 10,
 		FastModel:          500 * time.Millisecond,
+		MaxQuestionBytes:   DefaultMaxQuestionBytes,
 	}
 }
 
@@ -93,6 +97,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("task recent messages %d out of range [1, 1000]", l.TaskRecentMessages)
 	case l.FastModel < 0 || l.FastModel > 10*time.Second:
 		return fmt.Errorf("fast model bound %s out of range [0, 10s]", l.FastModel)
+	case l.MaxQuestionBytes != 0 && (l.MaxQuestionBytes < 1024 || l.MaxQuestionBytes > 1<<20):
+		return fmt.Errorf("max question bytes %d out of range [1024, 1048576]", l.MaxQuestionBytes)
 	}
 	return nil
 }

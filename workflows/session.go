@@ -466,7 +466,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if s.closing != nil {
 		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" is being closed: send the turn again once it is (it then starts a new session)", activities.CodeConflict, nil)
 	}
-	if err := ValidateTurn(req, s.st.Config); err != nil {
+	if err := ValidateTurn(req, s.st.Config, s.limits); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), activities.CodeInvalidArgument, nil)
 	}
 	if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); req.Kind == KindSeed && !seen && !s.fresh() {

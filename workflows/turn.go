@@ -17,7 +17,7 @@ import (
 // never returns an error: a failed turn is a result, and the user's message
 // is kept whatever happens.
 func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult) lostOutcome {
-	if err := ValidateTurn(req, s.st.Config); err != nil {
+	if err := ValidateTurn(req, s.st.Config, s.limits); err != nil {
 		// Only signals get here: the update validator rejects bad turns first.
 		res.Status, res.Error, res.ErrorCode = TurnRejected, err.Error(), activities.CodeInvalidArgument
 		return lostRunNow

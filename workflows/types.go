@@ -11,8 +11,9 @@ import (
 	"github.com/ctxflow/ctxflow/activities"
 )
 
-// MaxQuestionBytes is the largest question a turn may carry.
-const MaxQuestionBytes = 32 << 10
+// DefaultMaxQuestionBytes is the largest question (or task goal) a turn
+// may carry unless Limits.MaxQuestionBytes says otherwise.
+const DefaultMaxQuestionBytes = 32 << 10
 
 // Kinds of turn.
 const (
@@ -65,11 +66,11 @@ type TurnRequest struct {
 
 // ValidateTurn checks a turn before it is queued: the update validator and
 // the API both call it, so bad input never reaches workflow history.
-func ValidateTurn(req TurnRequest, cfg SessionConfig) error {
+func ValidateTurn(req TurnRequest, cfg SessionConfig, lim Limits) error {
 	if err := ValidateID("turnId", req.TurnID); err != nil {
 		return err
 	}
-	if err := ValidateQuestion("question", req.Question); err != nil {
+	if err := ValidateQuestion("question", req.Question, lim.MaxQuestionBytes); err != nil {
 		return err
 	}
 	switch req.Kind {
@@ -120,26 +121,35 @@ func validateSeed(sd *Seed) error {
 }
 
 // ValidateQuestion checks a question (named field in the error): valid
-// UTF-8, not blank, at most MaxQuestionBytes, and no control characters
-// but tab and line breaks.
-func ValidateQuestion(field, q string) error {
+// UTF-8, not blank, at most max bytes (0: DefaultMaxQuestionBytes), and no
+// control characters but tab and line breaks.
+func ValidateQuestion(field, q string, max int) error {
+	if max <= 0 {
+		max = DefaultMaxQuestionBytes
+	}
 	switch {
 	case !utf8.ValidString(q):
 		return fmt.Errorf("%s is not valid UTF-8", field)
 	case strings.TrimSpace(q) == "":
 		return fmt.Errorf("%s is empty", field)
-	case len(q) > MaxQuestionBytes:
-		return fmt.Errorf("%s is %d bytes, over the %d-byte limit", field, len(q), MaxQuestionBytes)
+	case len(q) > max:
+		return fmt.Errorf("%s is %d bytes, over the %d-byte limit (CTXFLOW_MAX_QUESTION_BYTES)", field, len(q), max)
 	}
-	if i := strings.IndexFunc(q, isBadControl); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(q[i:])
+	if r, i, ok := ControlChar(q); ok {
 		return fmt.Errorf("%s holds the control character %U at byte %d: only tab, CR and LF are allowed", field, r, i)
 	}
 	return nil
 }
 
-func isBadControl(r rune) bool {
-	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+// ControlChar finds the first control character of s but tab and line
+// breaks (NUL among them), and its byte offset.
+func ControlChar(s string) (rune, int, bool) {
+	i := strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' })
+	if i < 0 {
+		return 0, 0, false
+	}
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	return r, i, true
 }
 
 // Turn statuses.

@@ -18,8 +18,8 @@ func TestValidateTurn(t *testing.T) {
 		{"null options", TurnRequest{TurnID: "t-1", Question: "hi", Config: json.RawMessage(`null`)}, ""},
 		{"invalid utf-8", TurnRequest{TurnID: "t-1", Question: "caf\xc3"}, "not valid UTF-8"},
 		{"empty", TurnRequest{TurnID: "t-1"}, "question is empty"},
-		{"exactly 32 KiB", TurnRequest{TurnID: "t-1", Question: strings.Repeat("a", MaxQuestionBytes)}, ""},
-		{"over 32 KiB", TurnRequest{TurnID: "t-1", Question: strings.Repeat("a", MaxQuestionBytes+1)}, "32768-byte limit"},
+		{"exactly 32 KiB", TurnRequest{TurnID: "t-1", Question: strings.Repeat("a", DefaultMaxQuestionBytes)}, ""},
+		{"over 32 KiB", TurnRequest{TurnID: "t-1", Question: strings.Repeat("a", DefaultMaxQuestionBytes+1)}, "32768-byte limit"},
 		{"empty turn id", TurnRequest{Question: "hi"}, "turnId"},
 		{"turn id with slash", TurnRequest{TurnID: "a/b", Question: "hi"}, "turnId"},
 		{"options not an object", TurnRequest{TurnID: "t-1", Question: "hi", Config: json.RawMessage(`[1]`)}, "cannot unmarshal"},
@@ -29,7 +29,7 @@ func TestValidateTurn(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateTurn(tc.req, cfg)
+			err := ValidateTurn(tc.req, cfg, DefaultLimits())
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -37,6 +37,14 @@ func TestValidateTurn(t *testing.T) {
 				t.Fatalf("error = %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+	// The bound is the service's (CTXFLOW_MAX_QUESTION_BYTES).
+	small := Limits{MaxQuestionBytes: 2048}
+	if err := ValidateTurn(TurnRequest{TurnID: "t", Question: strings.Repeat("问", 683)}, cfg, small); err == nil || !strings.Contains(err.Error(), "2048-byte limit") {
+		t.Errorf("a 2049-byte question under a 2048-byte bound: %v", err)
+	}
+	if err := ValidateTurn(TurnRequest{TurnID: "t", Question: strings.Repeat("问", 682)}, cfg, small); err != nil {
+		t.Errorf("a 2046-byte question under a 2048-byte bound: %v", err)
 	}
 }
 

@@ -135,6 +135,7 @@ var Vars = []Var{
 	{"CTXFLOW_SESSION_IDLE_TTL", "24h", "an idle session's run ends cleanly after this; its next turn revives it"},
 	{"CTXFLOW_RECENT_TURNS", "32", "turn results a session keeps for the turn and steps queries"},
 	{"CTXFLOW_SQL_DATABASE", "demo", "the agent's read-only SQL database: `demo` (a shop of 14 tables, generated under `$CTXFLOW_DATA_DIR/demo/shop.db`), the path of a SQLite file, or a `postgres://` URL"},
+	{"CTXFLOW_MAX_QUESTION_BYTES", "32768", "largest question (or task goal) a turn may carry, 1024 to 1048576 bytes: a longer one is refused with 400. Retrieval's work is bounded apart from it (at most 64 distinct terms a keyword search)"},
 	{"MAX_STEPS", "12", "default `maxSteps` of new sessions: agent task steps before the task pauses with a progress summary"},
 	{"CTXFLOW_FAST_MODEL", "500ms", "a chat model whose answers in a session have taken less than this on average is called as a local activity inside the turn's workflow task (one workflow task a turn instead of two); slower ones, and a failure there, as regular activities; 0: always regular"},
 	{"MESSAGE_COMPRESS_RECENT_WINDOW", "10", "unfolded messages a task's model view holds before older steps are folded into its running summary"},
@@ -214,6 +215,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.Limits.RecentTurns = p.int("CTXFLOW_RECENT_TURNS", c.Limits.RecentTurns)
 	c.Limits.TaskRecentMessages = p.int("MESSAGE_COMPRESS_RECENT_WINDOW", c.Limits.TaskRecentMessages)
 	c.Limits.FastModel = p.dur("CTXFLOW_FAST_MODEL", c.Limits.FastModel)
+	c.Limits.MaxQuestionBytes = p.int("CTXFLOW_MAX_QUESTION_BYTES", c.Limits.MaxQuestionBytes)
 
 	if err := c.LogLevel.UnmarshalText([]byte(p.str("CTXFLOW_LOG_LEVEL", "info"))); err != nil {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_LOG_LEVEL: %w", err))
@@ -302,6 +304,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		{"MAX_STEPS", func(k *knobs) { k.s.MaxSteps = c.Session.MaxSteps }},
 		{"MESSAGE_COMPRESS_RECENT_WINDOW", func(k *knobs) { k.l.TaskRecentMessages = c.Limits.TaskRecentMessages }},
 		{"CTXFLOW_FAST_MODEL", func(k *knobs) { k.l.FastModel = c.Limits.FastModel }},
+		{"CTXFLOW_MAX_QUESTION_BYTES", func(k *knobs) { k.l.MaxQuestionBytes = c.Limits.MaxQuestionBytes }},
 	} {
 		k := knobs{workflows.DefaultSessionConfig(), workflows.DefaultLimits()}
 		v.set(&k)
