@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ctxflow/ctxflow/internal/pgtest"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -155,4 +157,91 @@ func TestStreamedTurns(t *testing.T) {
 			t.Errorf("event %s resent after Last-Event-ID %s", r, lastID)
 		}
 	}
+}
+
+// TestDevStreamsOnPostgres: 200 streamed turns at once on `ctxflow dev` with
+// PostgreSQL transcripts all finish with their answers. Each stream used to
+// hold a connection of the pool for its LISTEN, and the turns' own
+// publishing waited for one: 32 of 40 got no byte for 60 s.
+func TestDevStreamsOnPostgres(t *testing.T) {
+	const streams = 200
+	fake := httptest.NewServer(fakeollama.New(fakeollama.Options{}))
+	defer fake.Close()
+	dir := t.TempDir()
+	port := freePort(t)
+	env := []string{
+		fmt.Sprintf("CTXFLOW_HTTP_ADDR=127.0.0.1:%d", port), "CTXFLOW_UI_PORT=0",
+		fmt.Sprintf("CTXFLOW_TEMPORAL_PORT=%d", freePort(t)), "CTXFLOW_DATA_DIR=" + dir, "OLLAMA_HOST=" + fake.URL,
+		"CTXFLOW_TRANSCRIPT_STORE=postgres", "DATABASE_URL=" + pgtest.Database(t),
+	}
+	api := apiClient{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	startDev(t, env, api, filepath.Join(dir, "dev.log"))
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	errs := make(chan error, streams)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range streams {
+		wg.Go(func() {
+			q := fmt.Sprintf("streamed question %d", i)
+			answer, err := api.streamToEnd(ctx, fmt.Sprintf("stream-%d", i), q)
+			if err == nil && !strings.HasSuffix(answer, " to: "+q) {
+				err = fmt.Errorf("answer %q", answer)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("stream %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 5 {
+			t.Error(err)
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%d of %d streams failed; dev log:\n%s", n, streams, tailFile(filepath.Join(dir, "dev.log"), 4000))
+	}
+	t.Logf("%d streams finished in %s", streams, time.Since(start).Round(time.Millisecond))
+}
+
+// streamToEnd posts a streamed turn and reads it to its final event,
+// returning the answer the final result holds.
+func (s apiClient) streamToEnd(ctx context.Context, session, question string) (string, error) {
+	b, _ := json.Marshal(map[string]string{"question": question})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/v1/sessions/"+session+"/turns", bytes.NewReader(b))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = line[7:]
+		case strings.HasPrefix(line, "data: ") && event == "final":
+			var res workflows.TurnResult
+			if err := json.Unmarshal([]byte(line[6:]), &res); err != nil {
+				return "", err
+			}
+			return res.Answer, nil
+		case strings.HasPrefix(line, "data: ") && event == "error":
+			return "", fmt.Errorf("error event: %s", line[6:])
+		}
+	}
+	return "", fmt.Errorf("the stream ended without a final event (%v)", sc.Err())
 }
