@@ -103,6 +103,9 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 			return res, err
 		}
 	}
+	if err := ctx.Err(); err != nil { // each step stops once the activity's deadline passed
+		return res, fmt.Errorf("retrieve %q: %w", clipText(in.Query, 60), err)
+	}
 	if req.Mode == SearchDense {
 		req.Text = ""
 	}
@@ -114,6 +117,9 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 		return res, fmt.Errorf("retrieve %q: %w", clipText(in.Query, 60), err)
 	}
 	for _, h := range hits {
+		if err := ctx.Err(); err != nil { // past the deadline: Temporal has given up on this attempt
+			return RetrieveResult{}, fmt.Errorf("retrieve %q: %w", clipText(in.Query, 60), err)
+		}
 		d := RetrievedDoc{
 			ID: h.Chunk.ID, DocumentID: h.Chunk.DocumentID, Source: h.Chunk.Metadata["source"],
 			Text: h.Chunk.Text, Score: h.Score, Similarity: h.Similarity,

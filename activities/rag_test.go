@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -318,5 +319,18 @@ func TestRetrieveSeesOnlyItsTenant(t *testing.T) {
 	res, err := rag.Retrieve(context.Background(), activities.RetrieveInput{Query: docs[0], TopK: 10})
 	if err != nil || len(res.Docs) == 0 || slices.ContainsFunc(res.Docs, func(d activities.RetrievedDoc) bool { return d.ID == "acme/a" }) {
 		t.Errorf("the default tenant: %v %+v", err, res.Docs)
+	}
+}
+
+// A Retrieve past its deadline stops and says so, rather than working on
+// for an attempt Temporal has given up on.
+func TestRetrieveStopsAtItsDeadline(t *testing.T) {
+	rag := offlineRAG(newKB(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	time.Sleep(time.Millisecond)
+	res, err := rag.Retrieve(ctx, activities.RetrieveInput{Query: "How much does the Pixel 8 cost?", TopK: 4})
+	if !errors.Is(err, context.DeadlineExceeded) || len(res.Docs) != 0 {
+		t.Errorf("Retrieve past its deadline = %d docs, %v", len(res.Docs), err)
 	}
 }
