@@ -1,8 +1,6 @@
 package sqltools
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/internal/pgtest"
 )
 
 // The attack of issue 22: tenant beta's task escapes the one-statement
@@ -86,20 +83,7 @@ func testIsolation(t *testing.T, db *DB) {
 func TestTenantsCannotChangeWhatOthersRead(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { testIsolation(t, demo(t)) })
 	t.Run("postgres", func(t *testing.T) {
-		url := pgtest.Database(t)
-		rw, err := sql.Open("pgx", url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rw.Close()
-		if err := LoadDemo(context.Background(), rw, Postgres); err != nil {
-			t.Fatal(err)
-		}
-		db, err := OpenPostgres(t.Context(), url, Options{MaxRows: 50})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := pgDemo(t)
 		testIsolation(t, db)
 		res, err := db.Query(t.Context(), "SELECT current_setting('search_path')")
 		if err != nil || strings.Contains(fmt.Sprint(res.Rows), "pg_catalog") && !strings.Contains(fmt.Sprint(res.Rows), "public") {

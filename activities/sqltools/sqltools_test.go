@@ -118,8 +118,10 @@ func TestRowCapAndErrors(t *testing.T) {
 	}
 }
 
-// The same refusals on PostgreSQL (the project's own server).
-func TestReadOnlyIsEnforcedByPostgres(t *testing.T) {
+// pgDemo loads the demo into a database of the project's own PostgreSQL
+// server and opens it read-only, with MaxRows 50.
+func pgDemo(t *testing.T) *DB {
+	t.Helper()
 	url := pgtest.Database(t)
 	rw, err := sql.Open("pgx", url)
 	if err != nil {
@@ -133,7 +135,13 @@ func TestReadOnlyIsEnforcedByPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// The same refusals on PostgreSQL (the project's own server).
+func TestReadOnlyIsEnforcedByPostgres(t *testing.T) {
+	db := pgDemo(t)
 	testReadOnly(t, db)
 	tables, err := db.Tables(t.Context())
 	if err != nil || strings.Join(tables, ",") != strings.Join(DemoTables, ",") {
