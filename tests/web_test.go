@@ -337,6 +337,20 @@ func TestWebPage(t *testing.T) {
 	}
 	b.shot("07-phone")
 
+	// ?temporalUI= holds for its page only, and only as an http(s) URL: a
+	// link can point the Temporal links neither at a script nor, for good,
+	// anywhere else.
+	fallback := fmt.Sprintf("http://%s:8233/namespaces/default/workflows/", strings.Split(strings.TrimPrefix(front.URL, "http://"), ":")[0])
+	for _, q := range []string{"?temporalUI=" + url.QueryEscape("javascript:alert(document.cookie)"), ""} {
+		b.do("open "+q, chromedp.Navigate(front.URL+"/"+q+"#session=web"))
+		b.wait("the session's Temporal link", `!document.querySelector('#temporal-link').hidden && !!document.querySelector('#temporal-link').href`)
+		var href string
+		b.eval(`document.querySelector('#temporal-link').href`, &href)
+		if !strings.HasPrefix(href, fallback) {
+			t.Errorf("after %q the Temporal link is %q, want this host's port 8233", q, href)
+		}
+	}
+
 	if errs := b.pageErrors(); len(errs) > 0 {
 		t.Errorf("the page raised errors:\n%s", strings.Join(errs, "\n"))
 	}
