@@ -77,6 +77,9 @@ func (s *session) seed(ctx workflow.Context, req TurnRequest, res *TurnResult) {
 		s.st.Ledger.addHashed(t.TurnID, t.QuestionHash)
 	}
 	s.st.ActiveLeaf, s.st.Messages, s.st.Turns = out.Leaf, out.Messages, out.Answered
+	// An import may name a leaf with children of its own: the next
+	// question branches off there, as after a move.
+	s.st.LeafMoved = true
 	res.Status = TurnCompleted
 }
 

@@ -215,3 +215,30 @@ func TestSummaryIsBranchAware(t *testing.T) {
 		t.Errorf("model view on the other branch: %s", got)
 	}
 }
+
+// TestImportWithAnInnerLeafBranchesThere: an import may name a leaf that
+// has children in the file; the next question branches off there instead
+// of taking the children over as a lost task's turns.
+func TestImportWithAnInnerLeafBranchesThere(t *testing.T) {
+	h := newHarness(t)
+	var buf bytes.Buffer
+	if err := convo.EncodeJSONL(&buf, seedSource(t, h, activities.SessionKey{Tenant: "t1", SessionID: "src"})); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "session.jsonl")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	h.update(time.Second, workflows.TurnRequest{TurnID: "i", Question: "import", Kind: workflows.KindSeed,
+		Seed: &workflows.Seed{Path: path, SHA256: hex.EncodeToString(sum[:]), Leaf: "t0.a"}})
+	next := h.update(2*time.Second, workflows.TurnRequest{TurnID: "t2", Question: "instead of the second"})
+	after := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t3", Question: "then"})
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
+	if next.result.Status != workflows.TurnCompleted || h.parentOf(t, "t2.u") != "t0.a" || h.parentOf(t, "t3.u") != "t2.a" {
+		t.Fatalf("after the import: %+v; t2.u below %q, t3.u below %q", next.result, h.parentOf(t, "t2.u"), h.parentOf(t, "t3.u"))
+	}
+	if st := h.state(t); st.Turns != after.result.SessionInfo.Turns || st.ActiveLeaf != "t3.a" {
+		t.Errorf("state: %d turns, leaf %q", st.Turns, st.ActiveLeaf)
+	}
+}
