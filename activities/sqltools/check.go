@@ -1,6 +1,7 @@
 package sqltools
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -51,6 +52,7 @@ func openChecker(path string) (*checker, error) {
 		return nil, err
 	}
 	sqlite3.Xsqlite3_limit(tls, c.db, sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+	sqlite3.Xsqlite3_busy_timeout(tls, c.db, busyTimeoutMS) // a locked database is waited for, as by the queries
 	sqlite3.Xsqlite3_set_authorizer(tls, c.db, cFuncPointer(authorize), 0)
 	return c, nil
 }
@@ -96,14 +98,16 @@ func (c *checker) check(statement string) error {
 	defer libc.Xfree(c.tls, z)
 	stmt, tail, err := c.prepare(z)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrStatement, err)
+		return err
 	}
 	if stmt == 0 {
 		return fmt.Errorf("%w: the statement is empty", ErrStatement)
 	}
 	sqlite3.Xsqlite3_finalize(c.tls, stmt)
-	next, _, err := c.prepare(tail)
-	if err != nil || next != 0 {
+	switch next, _, err := c.prepare(tail); {
+	case err != nil && !errors.Is(err, ErrStatement):
+		return err
+	case err != nil || next != 0:
 		sqlite3.Xsqlite3_finalize(c.tls, next)
 		return fmt.Errorf("%w: one statement at a time: there is more after the first", ErrStatement)
 	}
@@ -111,7 +115,9 @@ func (c *checker) check(statement string) error {
 }
 
 // prepare prepares the first statement of the C string z and returns it
-// (0 for none) and where the rest starts.
+// (0 for none) and where the rest starts. A statement SQLite refuses is an
+// error wrapping ErrStatement; the database busy, locked or unreadable is
+// not (the query is tried again, as one whose run meets it).
 func (c *checker) prepare(z uintptr) (stmt, tail uintptr, err error) {
 	out := libc.Xmalloc(c.tls, 2*uint64(unsafe.Sizeof(uintptr(0))))
 	if out == 0 {
@@ -119,10 +125,14 @@ func (c *checker) prepare(z uintptr) (stmt, tail uintptr, err error) {
 	}
 	defer libc.Xfree(c.tls, out)
 	pTail := out + unsafe.Sizeof(uintptr(0))
-	if rc := sqlite3.Xsqlite3_prepare_v2(c.tls, c.db, z, -1, out, pTail); rc != sqlite3.SQLITE_OK {
-		return 0, 0, fmt.Errorf("%s", c.errmsg())
+	switch rc := sqlite3.Xsqlite3_prepare_v2(c.tls, c.db, z, -1, out, pTail); rc & 0xff {
+	case sqlite3.SQLITE_OK:
+		return peek(out), peek(pTail), nil
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOMEM:
+		return 0, 0, fmt.Errorf("check statement: %s", c.errmsg())
+	default:
+		return 0, 0, fmt.Errorf("%w: %s", ErrStatement, c.errmsg())
 	}
-	return peek(out), peek(pTail), nil
 }
 
 // peek reads the pointer stored at p, in SQLite's (C) memory.

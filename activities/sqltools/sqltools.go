@@ -75,9 +75,12 @@ type DB struct {
 // model's to fix, never retried.
 var ErrStatement = errors.New("the database refused the statement")
 
+// busyTimeoutMS is how long SQLite waits for a locked database.
+const busyTimeoutMS = 2000
+
 // OpenSQLite opens a SQLite file read-only.
 func OpenSQLite(path string, opts Options) (*DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=query_only(1)&_pragma=busy_timeout(2000)")
+	db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?mode=ro&_pragma=query_only(1)&_pragma=busy_timeout(%d)", path, busyTimeoutMS))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

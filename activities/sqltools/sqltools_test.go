@@ -165,3 +165,40 @@ func TestMain(m *testing.M) {
 	pgtest.Stop()
 	os.Exit(code)
 }
+
+// A database locked by another process is the infrastructure's trouble,
+// not the statement's: the query fails after the busy timeout, retryably,
+// also when SQLite's parser has not read the schema yet.
+func TestLockedDatabaseIsNotTheStatementsFault(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shop.db")
+	if err := EnsureDemo(t.Context(), path); err != nil {
+		t.Fatal(err)
+	}
+	rw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	conn, err := rw.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	db, err := OpenSQLite(path, Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Query(t.Context(), "SELECT count(*) FROM orders"); err == nil || errors.Is(err, ErrStatement) {
+		t.Errorf("a query of a locked database: %v, want an error that is not the statement's", err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := db.Query(t.Context(), "SELECT count(*) FROM orders"); err != nil || len(res.Rows) != 1 {
+		t.Errorf("after the lock: %+v %v", res, err)
+	}
+}
