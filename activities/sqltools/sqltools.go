@@ -100,26 +100,19 @@ func OpenSQLite(path string, opts Options) (*DB, error) {
 // every transaction is read-only by default, and every query runs in an
 // explicit READ ONLY one.
 func OpenPostgres(ctx context.Context, url string, opts Options) (*DB, error) {
-	cfg, err := pgconn.ParseConfig(url)
+	conf, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres URL: %w", err)
 	}
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	conf, err := pgx.ParseConfig(url + sep + "default_transaction_read_only=on")
-	if err != nil {
-		return nil, fmt.Errorf("postgres URL: %w", err)
-	}
+	conf.RuntimeParams["default_transaction_read_only"] = "on"
 	// The extended protocol, whatever the URL says: the server then takes
 	// one statement a call (the simple protocol runs a script).
 	conf.DefaultQueryExecMode = pgx.QueryExecModeExec
 	db := stdlib.OpenDB(*conf)
-	d := &DB{db: db, dialect: Postgres, name: cfg.Database, opts: opts.withDefaults()}
+	d := &DB{db: db, dialect: Postgres, name: conf.Database, opts: opts.withDefaults()}
 	if err := d.ping(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect to postgres %s: %w", cfg.Database, err)
+		return nil, fmt.Errorf("connect to postgres %s: %w", conf.Database, err)
 	}
 	return d, nil
 }
