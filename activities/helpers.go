@@ -98,10 +98,19 @@ func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	return runePrefix(s, n) + "…"
+}
+
+// runePrefix is the longest prefix of s of at most n bytes that ends at a
+// character's start.
+func runePrefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
 	for n > 0 && !utf8RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + "…"
+	return s[:n]
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

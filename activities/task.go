@@ -46,16 +46,13 @@ func capResult(result string, max int) string {
 	if len(result) <= max {
 		return result
 	}
-	n := max
-	for n > 0 && !utf8RuneStart(result[n]) {
-		n--
-	}
+	partial := runePrefix(result, max)
 	b, _ := json.Marshal(struct {
 		Cut     string `json:"cut"`
 		Partial string `json:"partial"`
 	}{
-		Cut:     fmt.Sprintf("the result was %d bytes, over the %d-byte limit of a tool result (CTXFLOW_TOOL_RESULT_MAX_BYTES): only its first %d bytes follow, as text", len(result), max, n),
-		Partial: result[:n],
+		Cut:     fmt.Sprintf("the result was %d bytes, over the %d-byte limit of a tool result (CTXFLOW_TOOL_RESULT_MAX_BYTES): only its first %d bytes follow, as text", len(result), max, len(partial)),
+		Partial: partial,
 	})
 	return string(b)
 }
