@@ -103,9 +103,6 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 			return res, err
 		}
 	}
-	if err := ctx.Err(); err != nil { // each step stops once the activity's deadline passed
-		return res, fmt.Errorf("retrieve %q: %w", clipText(in.Query, 60), err)
-	}
 	if req.Mode == SearchDense {
 		req.Text = ""
 	}
