@@ -485,19 +485,23 @@ func (c Config) TokenSecret() ([]byte, error) {
 	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("token secret: %w", err)
 	}
-	// Made once: a process that lost the race reads the winner's.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return os.ReadFile(path)
-	}
+	// Made once, whole: written apart, then linked into place, which fails
+	// for a process that lost the race; it reads the winner's.
+	tmp, err := os.CreateTemp(c.DataDir, ".token-secret-*")
 	if err != nil {
 		return nil, fmt.Errorf("token secret: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("token secret %s: %w", path, err)
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("token secret: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("token secret: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+		return os.ReadFile(path)
+	} else if err != nil {
 		return nil, fmt.Errorf("token secret %s: %w", path, err)
 	}
 	return b, nil

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -453,6 +454,22 @@ func TestTokenSecret(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "token-secret")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("token-secret: %v %v", fi, err)
+	}
+	// Processes starting together make one secret, each read whole.
+	fresh, err := load(env(map[string]string{"CTXFLOW_DATA_DIR": t.TempDir()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([][]byte, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], _ = fresh.TokenSecret() })
+	}
+	wg.Wait()
+	for i := range got {
+		if len(got[i]) != 32 || string(got[i]) != string(got[0]) {
+			t.Fatalf("concurrent starts read secrets of %d and %d bytes, or different ones", len(got[0]), len(got[i]))
+		}
 	}
 	c, err = load(env(map[string]string{"CTXFLOW_DATA_DIR": dir, "CTXFLOW_TOKEN_SECRET": "a-shared-secret-of-the-deployment"}))
 	if s, _ := c.TokenSecret(); err != nil || string(s) != "a-shared-secret-of-the-deployment" {
