@@ -275,9 +275,10 @@ type SessionState struct {
 	Turns          int           `json:"turns"`
 	Messages       int           `json:"messages"`
 	ActiveLeaf     string        `json:"activeLeaf,omitempty"`
-	// LeafMoved says the active leaf was moved to a message that may have
-	// children (a branch turn): the next question branches off there on
-	// purpose instead of checking that the leaf did not grow.
+	// LeafMoved says the active leaf was set to a message that may have
+	// children (a branch turn, a fork or an import): the next question
+	// branches off there on purpose instead of checking that the leaf did
+	// not grow.
 	LeafMoved    bool `json:"leafMoved,omitempty"`
 	TokensBefore int  `json:"tokensBefore"`
 	TokensAfter  int  `json:"tokensAfter"`
