@@ -37,29 +37,7 @@ func TestBurstOfTurnsQueues(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q := fmt.Sprintf("burst question %d", i)
-			res, retries, err := s.turn(ctx, "burst", fmt.Sprintf("b%d", i), q)
-			switch {
-			case err != nil:
-				errs <- fmt.Errorf("turn %d: %w", i, err)
-			case len(retries) > 0:
-				errs <- fmt.Errorf("turn %d needed client retries: %v", i, retries)
-			case res.Status != workflows.TurnCompleted || !strings.HasSuffix(res.Answer, " to: "+q):
-				errs <- fmt.Errorf("turn %d: %s %q", i, res.Status, res.Answer)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	burst(t, ctx, s.apiClient, "burst", n, false)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -127,7 +105,7 @@ func TestDevBurstsUnderLoad(t *testing.T) {
 	defer cancel()
 	for b := range bursts {
 		sid := fmt.Sprintf("burst-%d", b)
-		burst(t, ctx, api, sid, n)
+		burst(t, ctx, api, sid, n, true)
 		checkLinearSession(t, ctx, api, sid, n)
 		if t.Failed() {
 			t.Logf("dev log:\n%s", tailFile(filepath.Join(dir, "dev.log"), 6000))
@@ -145,18 +123,21 @@ func TestDevBurstsUnderLoad(t *testing.T) {
 }
 
 // burst sends n turns to one session at once and checks every caller's
-// answer.
-func burst(t *testing.T, ctx context.Context, api apiClient, sid string, n int) {
+// answer; a turn that needed a client's retry (a 5xx) fails it unless
+// retries are allowed.
+func burst(t *testing.T, ctx context.Context, api apiClient, sid string, n int, retries bool) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
 			q := fmt.Sprintf("burst question %d", i)
-			res, _, err := api.turn(ctx, sid, fmt.Sprintf("b%d", i), q)
+			res, why, err := api.turn(ctx, sid, fmt.Sprintf("b%d", i), q)
 			switch {
 			case err != nil:
 				errs <- fmt.Errorf("%s turn %d: %w", sid, i, err)
+			case len(why) > 0 && !retries:
+				errs <- fmt.Errorf("%s turn %d needed client retries: %v", sid, i, why)
 			case res.Status != workflows.TurnCompleted || !strings.HasSuffix(res.Answer, " to: "+q):
 				errs <- fmt.Errorf("%s turn %d: %s %q", sid, i, res.Status, res.Answer)
 			}
