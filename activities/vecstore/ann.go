@@ -359,7 +359,7 @@ func (s *Store) measure(g *graph, locked bool) (ef, n int, recall float64, ok bo
 
 // waitIndex waits for a running build or calibration to end (tests,
 // benchmarks).
-func (s *Store) waitIndex() {
+func (s *Store) WaitIndex() {
 	s.ann.bg.Wait()
 }
 

@@ -98,7 +98,7 @@ func BenchmarkSearch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	load := time.Since(start)
 	queries := make([][]float32, 200)
 	for i := range queries {
@@ -171,7 +171,7 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 		open += time.Since(start)
-		s.waitIndex()
+		s.WaitIndex()
 		took := time.Since(start)
 		runtime.GC()
 		var ms runtime.MemStats

@@ -256,7 +256,7 @@ func TestApproximateRecall(t *testing.T) {
 	for i := 0; i < n; i += 500 {
 		upsertT(t, s, randomChunks(rng, i, 500, dim))
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	t.Logf("%d chunks indexed in %v", n, time.Since(start))
 	checkIndex(t, s)
 	if s.ann.g == nil {
@@ -358,7 +358,7 @@ func TestApproximateUpsertsAndDeletes(t *testing.T) {
 	defer s.Close()
 	chunks := randomChunks(rng, 0, 600, dim)
 	upsertT(t, s, chunks)
-	s.waitIndex()
+	s.WaitIndex()
 	if s.ann.g == nil {
 		t.Fatal("no graph")
 	}
@@ -425,7 +425,7 @@ func TestApproximateUpsertsAndDeletes(t *testing.T) {
 			deleted[chunks[i].ID] = true
 		}
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	s.mu.RLock()
 	rebuilt := s.ann.builds > builds
 	dead, live := s.ann.g.dead, s.ann.g.live()
@@ -485,7 +485,7 @@ func TestIndexBuiltAtOpen(t *testing.T) {
 	defer s.Close()
 	q := gaussian(rng, dim)
 	first := denseT(t, s, q, 10, nil) // exact or graph, whichever is ready
-	s.waitIndex()
+	s.WaitIndex()
 	checkIndex(t, s)
 	if s.ann.g == nil || s.ann.g.live() != 1490 {
 		t.Fatalf("graph after Open: %v", s.ann.g)
@@ -553,7 +553,7 @@ func TestApproximateConcurrency(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
-	s.waitIndex()
+	s.WaitIndex()
 	checkIndex(t, s)
 	if s.ann.g == nil {
 		t.Fatal("no graph after 1200 chunks")
@@ -595,7 +595,7 @@ func TestGraphFile(t *testing.T) {
 	if err := s.DeleteDocument(ctx, "d7"); err != nil { // tombstones are not saved
 		t.Fatal(err)
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	want := answers(s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -624,7 +624,7 @@ func TestGraphFile(t *testing.T) {
 	if g, building, builds := annStatus(s); g != nil && builds == 0 && !building {
 		t.Fatal("a graph was loaded after a crash")
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	checkIndex(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -638,7 +638,7 @@ func TestGraphFile(t *testing.T) {
 	if _, building, builds := annStatus(s); !strings.Contains(logged.String(), "rebuilding the dense index") || !building && builds == 0 {
 		t.Errorf("a stale graph file was not rebuilt: %q", logged.String())
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	checkIndex(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -658,7 +658,7 @@ func TestGraphFile(t *testing.T) {
 	if !strings.Contains(logged.String(), "checksum") {
 		t.Errorf("a damaged graph file was not reported: %q", logged.String())
 	}
-	s.waitIndex()
+	s.WaitIndex()
 	checkIndex(t, s)
 	for _, q := range queries {
 		if r := recall(denseT(t, s, q, 10, nil), exactT(s, q, 10, nil)); r < 0.9 {
