@@ -14,6 +14,8 @@ import (
 // (seed 002), or, for a model that does not take tools, JSON mode, whose
 // reply is extracted and repaired ([convo.ExtractJSON]) and, when that
 // fails, returned as a parse error for the next step to see (seed 001 §1).
+// With native tools, calls a model writes in its reply's text are read
+// too, and a reply that tries one and fails is the same parse error.
 type ModelPlanner struct {
 	Model ChatModel
 	// Engine names the model's provider in the steps ("ollama").
@@ -29,7 +31,7 @@ func (p ModelPlanner) Next(ctx context.Context, req PlanRequest) (PlanStep, erro
 	if !p.JSONMode {
 		resp, err := p.Model.Chat(ctx, ChatRequest{Model: req.Model, Messages: req.View, Tools: req.Tools, Options: req.Options}, nil)
 		if err == nil {
-			return p.step(resp, PlanStep{Thought: strings.TrimSpace(resp.Content), Calls: resp.ToolCalls, Answer: answerIf(resp)}), nil
+			return p.step(resp, nativeStep(ctx, resp, req.Tools)), nil
 		}
 		if !toolsUnsupported(err) {
 			return PlanStep{}, err
@@ -73,12 +75,23 @@ func (p ModelPlanner) step(resp ChatResponse, s PlanStep) PlanStep {
 	return s
 }
 
-// answerIf is a reply's text when it called no tool: the final answer.
-func answerIf(resp ChatResponse) string {
+// nativeStep reads a reply to a request offering tools: its native calls;
+// else the calls its text holds (a model writing them as JSON), or a
+// parse error when its text tries a call and fails, which the task
+// observes as a JSON-mode parse error; else its text, the final answer.
+func nativeStep(ctx context.Context, resp ChatResponse, tools []ToolSpec) PlanStep {
 	if len(resp.ToolCalls) > 0 {
-		return ""
+		return PlanStep{Thought: strings.TrimSpace(resp.Content), Calls: resp.ToolCalls}
 	}
-	return strings.TrimSpace(resp.Content)
+	r := readText(resp.Content, tools)
+	switch {
+	case r.Err != nil:
+		logger(ctx).Info("the model's reply tries a tool call as text and does not parse: a parse error for the next step", "error", r.Err)
+		return PlanStep{Raw: resp.Content, ParseError: r.Err.Error()}
+	case len(r.Calls) > 0:
+		logger(ctx).Info("the model wrote its tool calls as text", "calls", len(r.Calls), "tool", r.Calls[0].Name)
+	}
+	return PlanStep{Thought: r.Thought, Calls: r.Calls, Answer: r.Answer}
 }
 
 // toolsUnsupported reports a model that refuses tools (Ollama: "... does
