@@ -28,6 +28,8 @@ type RAG struct {
 	// Model answers standalone corrective queries; Engine names its provider.
 	Model  ChatModel
 	Engine string
+	// Tokenizer counts an answer's prompt for calibration (nil: estimated).
+	Tokenizer convo.Tokenizer
 
 	dims sync.Map // embedding model → dimension, learnt from its vectors
 }
@@ -284,6 +286,9 @@ type AnswerResult struct {
 	Engine           string `json:"engine"`
 	PromptTokens     int    `json:"promptTokens,omitempty"`
 	CompletionTokens int    `json:"completionTokens,omitempty"`
+	// CountedTokens is ctxflow's count of the same prompt (see
+	// GenerateResult.CountedTokens).
+	CountedTokens int `json:"countedTokens,omitempty"`
 }
 
 // Answer generates the answer to a standalone query from the documents
@@ -309,7 +314,8 @@ func (a *RAG) Answer(ctx context.Context, in AnswerInput) (AnswerResult, error) 
 		model = in.Model
 	}
 	return AnswerResult{Answer: answer, Model: model, Engine: a.Engine,
-		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens}, nil
+		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
+		CountedTokens: convo.RequestTokens(a.Tokenizer, msgs)}, nil
 }
 
 // answerPrompt is seed 003's generation instruction.

@@ -349,6 +349,9 @@ type GenerateResult struct {
 	Engine           string `json:"engine"`
 	PromptTokens     int    `json:"promptTokens,omitempty"`
 	CompletionTokens int    `json:"completionTokens,omitempty"`
+	// CountedTokens is ctxflow's count of the same prompt
+	// ([convo.RequestTokens]): with PromptTokens, the model's calibration.
+	CountedTokens int `json:"countedTokens,omitempty"`
 	// Docs are the chunks shown to the model; RetrievalError says why
 	// there are none when retrieval failed (the answer goes on without).
 	Docs           []DocRef `json:"docs,omitempty"`
@@ -401,6 +404,7 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	}
 	res.Answer, res.Model, res.Engine = answer, model, a.Engine
 	res.PromptTokens, res.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
+	res.CountedTokens = convo.RequestTokens(a.Tokenizer, view)
 	return res, nil
 }
 

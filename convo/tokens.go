@@ -92,3 +92,28 @@ func orEstimate(tok Tokenizer) Tokenizer {
 	}
 	return tok
 }
+
+// RequestTokens is the cost of a chat request as it is sent, counted as
+// [View.Tokens] counts a stored message: each message's role and content,
+// its tool calls' ids, names and arguments, the framing of each, and the
+// reply priming once. Unlike a window's own count it includes the system
+// prompt, the summary and the documents of the request: it is what a model
+// server's prompt count is compared with (calibration compares like with
+// like).
+func RequestTokens(tok Tokenizer, msgs []ModelMessage) int {
+	if len(msgs) == 0 {
+		return 0
+	}
+	tok = orEstimate(tok)
+	n := ReplyPrimingTokens
+	for _, m := range msgs {
+		n += MessageOverheadTokens + tok.Count(m.Role) + tok.Count(m.Content)
+		for _, c := range m.ToolCalls {
+			n += ToolFieldOverheadTokens + tok.Count(c.ID) + tok.Count(c.Name) + tok.Count(string(c.Args))
+		}
+		if m.ToolCallID != "" {
+			n += ToolFieldOverheadTokens + tok.Count(m.ToolCallID)
+		}
+	}
+	return n
+}

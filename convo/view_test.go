@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestToModelMessages(t *testing.T) {
@@ -104,4 +107,27 @@ func TestEstimateTokens(t *testing.T) {
 			t.Errorf("EstimateTokens(%q) = %d, want %d", tt.in, got, tt.want)
 		}
 	}
+}
+
+// RequestTokens counts a branch's model view as the window counts the
+// branch: the same total, or less where parallel tool calls share one
+// assistant message (one frame instead of several).
+func TestRequestTokensCountsAsTheWindow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		msgs := genBranch(t)
+		parallel := false
+		for i := range msgs {
+			msgs[i].Tokens = MessageTokens(wordTok{}, msgs[i])
+			parallel = parallel || i > 0 && msgs[i].Role == RoleToolCall && msgs[i-1].Role == RoleToolCall
+		}
+		view, err := ToModelMessages(msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown := slices.DeleteFunc(slices.Clone(msgs), func(m Message) bool { return m.Role == RoleSummary })
+		got, want := RequestTokens(wordTok{}, view), PromptTokens(shown)
+		if got > want || !parallel && got != want {
+			t.Fatalf("RequestTokens = %d, PromptTokens = %d (parallel calls: %v)", got, want, parallel)
+		}
+	})
 }

@@ -89,7 +89,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	rag := &activities.RAG{
 		Store: vectors, Embedders: embs,
 		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: lexical.Relevance{},
-		Model: model, Engine: engine,
+		Model: model, Engine: engine, Tokenizer: tok,
 	}
 	if engine != offline.ModelName { // a real model grades and rewrites
 		rag.Grader, rag.Reformulator = activities.ModelGrader{Model: model}, activities.ModelReformulator{Model: model}

@@ -46,16 +46,18 @@ type CorrectiveInput struct {
 
 // CorrectiveResult is seed 003's response (without its "success").
 type CorrectiveResult struct {
-	Answer           string          `json:"answer"`
-	Model            string          `json:"model,omitempty"`
-	Engine           string          `json:"engine,omitempty"`
-	PromptTokens     int             `json:"promptTokens,omitempty"`
-	CompletionTokens int             `json:"completionTokens,omitempty"`
-	Query            QueryInfo       `json:"query"`
-	RewriteHistory   []RewriteRecord `json:"rewriteHistory"`
-	Retrieval        RetrievalInfo   `json:"retrieval"`
-	GraderResult     GraderResult    `json:"graderResult"`
-	Workflow         WorkflowTrace   `json:"workflow"`
+	Answer           string `json:"answer"`
+	Model            string `json:"model,omitempty"`
+	Engine           string `json:"engine,omitempty"`
+	PromptTokens     int    `json:"promptTokens,omitempty"`
+	CompletionTokens int    `json:"completionTokens,omitempty"`
+	// CountedTokens is ctxflow's count of the answer's prompt (calibration).
+	CountedTokens  int             `json:"countedTokens,omitempty"`
+	Query          QueryInfo       `json:"query"`
+	RewriteHistory []RewriteRecord `json:"rewriteHistory"`
+	Retrieval      RetrievalInfo   `json:"retrieval"`
+	GraderResult   GraderResult    `json:"graderResult"`
+	Workflow       WorkflowTrace   `json:"workflow"`
 }
 
 // QueryInfo is the query before and after the loop.
@@ -356,7 +358,7 @@ func (c *corrective) generate(ctx workflow.Context) error {
 			var gen activities.GenerateResult
 			_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, "generate with "+gin.Model, 3+lostWorkerAttempts, sa.Generate, gin, &gen)
 			c.res.Answer, c.res.Model, c.res.Engine = gen.Answer, gen.Model, gen.Engine
-			c.res.PromptTokens, c.res.CompletionTokens = gen.PromptTokens, gen.CompletionTokens
+			c.res.PromptTokens, c.res.CompletionTokens, c.res.CountedTokens = gen.PromptTokens, gen.CompletionTokens, gen.CountedTokens
 			return detail, err
 		}
 		var out activities.AnswerResult
@@ -364,7 +366,7 @@ func (c *corrective) generate(ctx workflow.Context) error {
 			activities.AnswerInput{Query: c.res.Query.Original, Docs: docs, Model: c.in.Model,
 				Options: activities.ModelOptions{NumPredict: c.in.Limits.LLMMaxTokens}}, &out)
 		c.res.Answer, c.res.Model, c.res.Engine = out.Answer, out.Model, out.Engine
-		c.res.PromptTokens, c.res.CompletionTokens = out.PromptTokens, out.CompletionTokens
+		c.res.PromptTokens, c.res.CompletionTokens, c.res.CountedTokens = out.PromptTokens, out.CompletionTokens, out.CountedTokens
 		return detail, err
 	})
 }

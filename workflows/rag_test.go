@@ -30,6 +30,8 @@ type fakeKB struct {
 	count    int
 	searches []string
 	fail     map[string]bool // queries whose search fails
+	// any are the documents of a query docs does not list.
+	any []string
 }
 
 func (k *fakeKB) Upsert(context.Context, []activities.Chunk) error { return nil }
@@ -46,7 +48,11 @@ func (k *fakeKB) Search(_ context.Context, req activities.SearchRequest) ([]acti
 		return nil, errors.New("vector store unreachable")
 	}
 	var hits []activities.Hit
-	for i, text := range k.docs[req.Text] {
+	docs, ok := k.docs[req.Text]
+	if !ok {
+		docs = k.any
+	}
+	for i, text := range docs {
 		hits = append(hits, activities.Hit{
 			Chunk: activities.Chunk{ID: fmt.Sprintf("%s-%d", strings.ReplaceAll(req.Text, " ", "_"), i), DocumentID: req.Text, Text: text},
 			Score: 1 / float64(i+1),

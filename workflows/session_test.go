@@ -20,6 +20,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"pgregory.net/rapid"
+
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/activities/transcript"
@@ -38,6 +40,10 @@ type fakeModel struct {
 	summaryErr error
 	// promptTokens, when set, is what the model reports as its prompt size.
 	promptTokens int
+	// promptRatio, when set, makes the model count promptRatio times what
+	// tiktoken counts of each request (rounded up), as a model whose
+	// tokenizer differs does.
+	promptRatio float64
 	// next are failures of the next calls, one each, before err.
 	next []error
 }
@@ -66,7 +72,11 @@ func (m *fakeModel) Chat(_ context.Context, req activities.ChatRequest, _ func(s
 		return activities.ChatResponse{}, m.err
 	}
 	last := req.Messages[len(req.Messages)-1]
-	return activities.ChatResponse{Content: fmt.Sprintf("answer %d to: %s", len(m.calls), last.Content), Model: req.Model, PromptTokens: m.promptTokens}, nil
+	served := m.promptTokens
+	if m.promptRatio > 0 {
+		served = int(math.Ceil(m.promptRatio * float64(convo.RequestTokens(cl100k, req.Messages))))
+	}
+	return activities.ChatResponse{Content: fmt.Sprintf("answer %d to: %s", len(m.calls), last.Content), Model: req.Model, PromptTokens: served}, nil
 }
 
 func (m *fakeModel) questions() []string {
@@ -78,6 +88,15 @@ func (m *fakeModel) questions() []string {
 	}
 	return out
 }
+
+// cl100k is the tokenizer the harness's activities count with.
+var cl100k = func() convo.Tokenizer {
+	tok, err := tiktoken.New("cl100k_base")
+	if err != nil {
+		panic(err)
+	}
+	return tok
+}()
 
 type harness struct {
 	env   *testsuite.TestWorkflowEnvironment
@@ -103,13 +122,9 @@ func newHarnessWith(t *testing.T, store *transcript.FileStore, extra ...func(*ac
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(worker.Options{})
-	tok, err := tiktoken.New("cl100k_base")
-	if err != nil {
-		t.Fatal(err)
-	}
 	model := &fakeModel{}
 	env.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
-	sess := &activities.Session{Transcript: store, Model: model, Tokenizer: tok, Engine: "fake"}
+	sess := &activities.Session{Transcript: store, Model: model, Tokenizer: cl100k, Engine: "fake"}
 	for _, f := range extra {
 		f(sess, env)
 	}
@@ -502,6 +517,54 @@ func TestTokenBudgetIsCalibratedToTheModel(t *testing.T) {
 	if n := len(h.model.calls[1].Messages); n != 2 {
 		t.Errorf("turn 2 saw %d messages, want system + question", n)
 	}
+}
+
+// TestCalibrationComparesLikeWithLike is the property of issue 24: for
+// any model whose tokenizer counts r times what tiktoken counts (0.5 ≤ r ≤
+// 3), once the session has seen it answer, every turn's window costs at
+// most maxTokens in the model's tokens, and nothing is trimmed while the
+// window fits. The turns are knowledge-base turns: the model's requests
+// carry documents that the window does not hold. The ratio compares the
+// model's count of a request with ctxflow's count of the same request; it
+// compared the request with the window alone, and a model that counts as
+// tiktoken does (r = 1) got a ratio of 3 and a third of its budget.
+func TestCalibrationComparesLikeWithLike(t *testing.T) {
+	doc := "GOOD " + strings.Repeat("The phone's battery lasts two days. ", 15)
+	rapid.Check(t, func(rt *rapid.T) {
+		r := float64(rapid.IntRange(2, 12).Draw(rt, "quarters")) / 4
+		maxTokens := rapid.IntRange(300, 900).Draw(rt, "maxTokens")
+		h := newQAHarness(t, &fakeKB{count: 3, any: []string{doc, doc + " Also."}}, &scriptedRewrites{})
+		h.model.promptRatio = r
+		var turns []*outcome
+		for i := range 5 {
+			words := rapid.IntRange(1, int(float64(maxTokens)/r/8)).Draw(rt, fmt.Sprint("words", i))
+			q := fmt.Sprintf("How long does battery %d last %s?", i, strings.Repeat("really ", words))
+			turns = append(turns, h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: fmt.Sprint("t-", i), Question: q}))
+		}
+		in := h.input(workflows.Limits{IdleTTL: time.Hour})
+		in.Config = json.RawMessage(fmt.Sprintf(`{"windowStrategy": "token_limit", "maxTokens": %d}`, maxTokens))
+		h.env.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+
+		if got := h.state(t).TokenRatio["qwen2.5:0.5b"]; got < r || got > r+0.05 {
+			rt.Fatalf("ratio = %v, want %v", got, r)
+		}
+		for i, o := range turns {
+			if o.result.Status != workflows.TurnCompleted || len(o.result.RetrievedDocs) == 0 {
+				rt.Fatalf("turn %d = %+v", i, o.result)
+			}
+			if i == 0 {
+				continue // not calibrated yet
+			}
+			d := o.result.Steps[0].Details
+			before, after, trimmed := d["tokensBefore"].(int), d["tokensAfter"].(int), d["trimmedCount"].(int)
+			if float64(after)*r > float64(maxTokens) {
+				rt.Fatalf("turn %d: window of %d tokens is %.0f of the model's, over %d", i, after, float64(after)*r, maxTokens)
+			}
+			if float64(before+2)*r <= float64(maxTokens) && trimmed > 0 {
+				rt.Fatalf("turn %d: %d messages trimmed though the window (%d tokens, %.0f of the model's) fits %d", i, trimmed, before, float64(before)*r, maxTokens)
+			}
+		}
+	})
 }
 
 // TestLostWorkersDoNotSpendTheModelsAttempts: a model call cut short by a

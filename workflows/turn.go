@@ -99,7 +99,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	for _, d := range gen.Docs {
 		res.RetrievedDocs = append(res.RetrievedDocs, Doc{ID: d.ID, Score: d.Score, Source: d.Source})
 	}
-	s.calibrate(cfg.LLMModel, gen.PromptTokens, lc.TokensAfter)
+	s.calibrate(gen.Model, gen.PromptTokens, gen.CountedTokens)
 
 	saved, err := s.save(ctx, req, cfg, lc, gen, res)
 	if err != nil {
@@ -290,7 +290,8 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	}
 	gen := activities.GenerateResult{
 		Answer: out.Answer, Model: out.Model, Engine: out.Engine,
-		PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, RetrievalError: out.Retrieval.Error,
+		PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, CountedTokens: out.CountedTokens,
+		RetrievalError: out.Retrieval.Error,
 	}
 	if rq.Rewritten {
 		gen.RewrittenQuery = rq.Question
@@ -322,11 +323,14 @@ func (s *session) calibrated(cfg SessionConfig) convo.WindowConfig {
 	return w
 }
 
-// calibrate folds one observation (the model's prompt tokens for a view
-// tiktoken counted as counted tokens) into the model's running ratio:
-// an exponential average, clamped to [0.5, 3] against outliers.
+// calibrate folds one observation into the running ratio of the model
+// that served the request: its server counted served prompt tokens where
+// ctxflow counted counted for the same request (system prompt, summary,
+// window and documents alike: [convo.RequestTokens]). An exponential
+// average, clamped to [0.5, 3] against outliers. Results recorded before
+// the count existed (counted 0) teach nothing.
 func (s *session) calibrate(model string, served, counted int) {
-	if served <= 0 || counted <= 0 {
+	if model == "" || served <= 0 || counted <= 0 {
 		return
 	}
 	r := min(max(float64(served)/float64(counted), 0.5), 3)
