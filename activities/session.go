@@ -706,6 +706,7 @@ func (a *Session) Seed(ctx context.Context, in SeedInput) (SeedResult, error) {
 			return SeedResult{}, fmt.Errorf("read %s up to %s: %w", in.From, in.Through, err)
 		}
 		msgs, leaf = b, in.Through
+		countTokens(a.Tokenizer, msgs) // stored before counts existed, or imported then
 	} else {
 		data, err := os.ReadFile(in.Path)
 		if err != nil {
@@ -717,31 +718,18 @@ func (a *Session) Seed(ctx context.Context, in SeedInput) (SeedResult, error) {
 		if msgs, err = convo.DecodeJSONL(bytes.NewReader(data)); err != nil {
 			return SeedResult{}, Permanent(CodeInvalidArgument, "imported transcript", err)
 		}
-		for i := range msgs { // counted here, never taken from the file
-			msgs[i].Tokens = convo.MessageTokens(a.Tokenizer, msgs[i])
-		}
+		countTokens(a.Tokenizer, msgs) // counted here, never taken from the file
 		if leaf == "" && len(msgs) > 0 {
 			leaf = msgs[len(msgs)-1].ID
 		}
 	}
 	res := SeedResult{Leaf: leaf}
-	answered := map[string]bool{}
 	for _, m := range msgs {
 		if _, _, err := a.Transcript.Append(ctx, in.Session, m); err != nil {
 			return res, fmt.Errorf("seed %s with %s: %w", in.Session, m.ID, err)
 		}
-		switch {
-		case m.Role == convo.RoleUser && strings.HasSuffix(m.ID, ".u"):
-			res.Turns = append(res.Turns, SeededTurn{TurnID: cmpOr(m.Meta["turnId"], strings.TrimSuffix(m.ID, ".u")), QuestionHash: QuestionHash(m.Content)})
-		case m.Role == convo.RoleAssistant && strings.HasSuffix(m.ID, ".a"):
-			answered[strings.TrimSuffix(m.ID, ".a")] = true
-		}
 	}
-	for _, t := range res.Turns {
-		if answered[t.TurnID] {
-			res.Answered++
-		}
-	}
+	res.Turns, res.Answered = seededTurns(msgs)
 	if leaf != "" {
 		if _, err := a.Locate(ctx, in.Session, leaf); err != nil {
 			return res, Permanent(CodeInvalidArgument, fmt.Sprintf("active leaf %q is not in the transcript", leaf), nil)
@@ -753,6 +741,38 @@ func (a *Session) Seed(ctx context.Context, in SeedInput) (SeedResult, error) {
 	}
 	res.Messages = n
 	return res, nil
+}
+
+// countTokens sets each message's token count (see [convo.MessageTokens]).
+func countTokens(tok convo.Tokenizer, msgs []convo.Message) {
+	for i := range msgs {
+		msgs[i].Tokens = convo.MessageTokens(tok, msgs[i])
+	}
+}
+
+// seededTurns finds the turns of a seeded transcript: those of ctxflow's
+// own ids (question "<turn>.u", answer "<turn>.a") go to the session's
+// ledger; answered counts every question that has an answer below it,
+// whatever its ids (seed 004's transcripts have ids of their own).
+func seededTurns(msgs []convo.Message) (turns []SeededTurn, answered int) {
+	replied := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == convo.RoleAssistant {
+			replied[m.ParentID] = true
+		}
+	}
+	for _, m := range msgs {
+		if m.Role != convo.RoleUser {
+			continue
+		}
+		if replied[m.ID] {
+			answered++
+		}
+		if strings.HasSuffix(m.ID, ".u") {
+			turns = append(turns, SeededTurn{TurnID: cmpOr(m.Meta["turnId"], strings.TrimSuffix(m.ID, ".u")), QuestionHash: QuestionHash(m.Content)})
+		}
+	}
+	return turns, answered
 }
 
 // SaveSnapshot stores a session's working state so that a session that

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
+	"github.com/ctxflow/ctxflow/workflows"
 )
 
 type treeShape struct {
@@ -166,5 +168,59 @@ func TestConversationTrees(t *testing.T) {
 	}
 	if code, _ := api.do(ctx, http.MethodGet, "/v1/sessions/bad", nil, nil); code != http.StatusNotFound {
 		t.Errorf("a refused import left a session: %d", code)
+	}
+}
+
+// TestImportedMessagesAreCounted imports 60 messages of 420 characters in
+// seed 004's shape (ids of their own, no token counts): the import reports
+// its 30 answered turns, the next turn's window counts them (over the
+// default 4,000-token budget: trimmed to it), and the transcript stores
+// every count. (They counted 0: the budget never applied, and turns was 0.)
+func TestImportedMessagesAreCounted(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	s.startWorker()
+	ctx := t.Context()
+	var b bytes.Buffer
+	parent := "null"
+	for i := range 60 {
+		role := []string{"user", "assistant"}[i%2]
+		text := strings.Repeat(fmt.Sprintf("message %d says something long enough. ", i), 12)[:420]
+		fmt.Fprintf(&b, `{"id": "m-%03d", "parentId": %s, "type": %q, "content": %q, "timestamp": %d}`+"\n", i, parent, role, text, 1_700_000_000_000+i)
+		parent = fmt.Sprintf(`"m-%03d"`, i)
+	}
+	var imp struct {
+		Messages int `json:"messages"`
+		Turns    int `json:"turns"`
+	}
+	if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/import?sessionId=imported", b.Bytes(), &imp); err != nil || code != http.StatusCreated {
+		t.Fatalf("import: %d %v", code, err)
+	}
+	if imp.Messages != 60 || imp.Turns != 30 {
+		t.Errorf("import answered %+v, want 60 messages and 30 turns", imp)
+	}
+	res, _, err := s.turn(ctx, "imported", "next", "and now?")
+	if err != nil || res.Status != "completed" {
+		t.Fatalf("turn: %v %+v", err, res)
+	}
+	load := res.Steps[0].Details
+	before, after := num(load["tokensBefore"]), num(load["tokensAfter"])
+	if max := float64(workflows.DefaultSessionConfig().MaxTokens); before < 4000 || after > max || num(load["trimmedCount"]) == 0 {
+		t.Errorf("load step %v: want the imported history counted (over 4,000 tokens) and trimmed to %v", load, max)
+	}
+	// The export writes the stored counts (this API reads no transcripts:
+	// the store's file is the export's source).
+	f, err := os.Open(filepath.Join(s.dataDir, "transcripts", workflows.DefaultTenant, "imported.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	msgs, err := convo.DecodeJSONL(f)
+	if err != nil || len(msgs) != 62 {
+		t.Fatalf("stored transcript: %v, %d messages", err, len(msgs))
+	}
+	for _, m := range msgs {
+		if m.Tokens < 50 && m.ID < "m-060" || m.Tokens <= 0 {
+			t.Errorf("exported %s with %d tokens", m.ID, m.Tokens)
+		}
 	}
 }
