@@ -75,6 +75,9 @@ type ChatRequestLite struct {
 	Options map[string]any `json:"options,omitempty"`
 	// KeepAlive is the request's keep_alive, raw (e.g. `"5m0s"` or `-1`).
 	KeepAlive json.RawMessage `json:"keep_alive,omitempty"`
+	// Tools are the functions the request offers the model, raw (a reply
+	// never calls them natively: a script may write calls as text).
+	Tools json.RawMessage `json:"tools,omitempty"`
 }
 
 // MessageLite is one message of a [ChatRequestLite].
@@ -113,6 +116,7 @@ type Fake struct {
 	failStatus int
 	breakN     int
 	last       *ChatRequestLite
+	script     func(ChatRequestLite) string
 }
 
 var _ http.Handler = (*Fake)(nil)
@@ -176,6 +180,15 @@ func (f *Fake) BreakNext(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.breakN = max(n, 0)
+}
+
+// SetReply makes the replies of the chat requests that follow, as
+// Options.Reply does, for a test that scripts the model after the fake
+// started; nil gives the fake's own replies again.
+func (f *Fake) SetReply(reply func(req ChatRequestLite) string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.script = reply
 }
 
 // LastChat returns the last chat request that named a known model (ok is
@@ -414,7 +427,12 @@ func (f *Fake) takeFailure() (status int, breakIt bool) {
 }
 
 func (f *Fake) reply(req ChatRequestLite) string {
+	f.mu.Lock()
+	script := f.script
+	f.mu.Unlock()
 	switch {
+	case script != nil:
+		return script(req)
 	case f.opts.Reply != nil:
 		return f.opts.Reply(req)
 	case len(req.Format) > 0 && string(req.Format) != "null" && string(req.Format) != `""`:

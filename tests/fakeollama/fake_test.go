@@ -217,6 +217,35 @@ func TestChatCustomReplySeesRequest(t *testing.T) {
 	}
 }
 
+// TestSetReply: a script set after the fake started makes the replies and
+// sees the tools a request offers; nil gives the default replies again.
+func TestSetReply(t *testing.T) {
+	fake, c, _ := start(t, fakeollama.Options{})
+	var tools json.RawMessage
+	var mu sync.Mutex
+	fake.SetReply(func(req fakeollama.ChatRequestLite) string {
+		mu.Lock()
+		defer mu.Unlock()
+		tools = req.Tools
+		return `{"name": "search", "arguments": {}}`
+	})
+	req := &api.ChatRequest{Model: fakeollama.DefaultModel, Messages: []api.Message{{Role: "user", Content: "find go"}},
+		Tools: api.Tools{{Type: "function", Function: api.ToolFunction{Name: "search", Description: "Search."}}}}
+	got, err := chat(t, c, req)
+	if err != nil || content(got) != `{"name": "search", "arguments": {}}` {
+		t.Fatalf("Chat = %q, %v", content(got), err)
+	}
+	mu.Lock()
+	if !strings.Contains(string(tools), `"search"`) {
+		t.Errorf("the script saw tools %s", tools)
+	}
+	mu.Unlock()
+	fake.SetReply(nil)
+	if got, err := chat(t, c, req); err != nil || content(got) != "answer 1 to: find go" {
+		t.Fatalf("Chat after SetReply(nil) = %q, %v", content(got), err)
+	}
+}
+
 func TestSchemaReply(t *testing.T) {
 	const text = "answer 1 to: q"
 	tests := []struct {
