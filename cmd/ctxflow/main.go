@@ -4,7 +4,7 @@
 //	ctxflow worker  a worker against an external Temporal cluster
 //	ctxflow api     the HTTP API against an external Temporal cluster
 //	ctxflow ingest  ingest documents into the knowledge base
-//	ctxflow eval    measure retrieval recall on ../shared/evaldata/mtrag
+//	ctxflow eval    measure the rewriter, retrieval and answers on evaluation sets
 //	ctxflow migrate apply the transcript store's schema migrations to $DATABASE_URL
 //	ctxflow register add the session search attributes to the cluster's namespace
 //	ctxflow chat    a terminal chat with a running API
@@ -41,7 +41,6 @@ import (
 	"github.com/ctxflow/ctxflow/api"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/devserver"
-	"github.com/ctxflow/ctxflow/internal/eval"
 	"github.com/ctxflow/ctxflow/internal/telemetry"
 	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
@@ -60,12 +59,17 @@ commands:
            "default"), through the workers of the cluster at
            $TEMPORAL_ADDRESS (with ctxflow dev running, that is the embedded
            one); progress on stderr, one line per document on stdout
-  eval [DIR]
-           retrieval recall@5 on a closed-corpus evaluation set (default
-           ../shared/evaldata/mtrag): dense, keyword and hybrid search, with
-           the question as asked, rewritten offline, and the gold rewrite;
-           then the precision and recall of the corrective loop's judges
-           (offline grader, relevance filter) on the retrieved passages
+  eval --data FILE [--data FILE ...] [--limit N] [--json OUT] [--detail]
+           measure evaluation sets in the JSONL format of ../shared/evaldata
+           (FILE: a set's cases.jsonl; its passages inline or in a
+           passages.jsonl beside it): the worker's question rewriter against
+           the gold rewrites (token F1, exact match, when it changes a
+           question), the qa turn's retrieval over the set's passages as a
+           closed corpus (recall@5 and MRR with the question as asked,
+           rewritten and the gold rewrite) and the offline answers against
+           gold answers; a table on stdout, one JSON object per set in OUT
+           (- for stdout), the first N cases of each set; --detail adds
+           recall@5 per search mode and the corrective loop's judges
   migrate  apply the PostgreSQL transcript store's schema migrations to
            $DATABASE_URL and exit (workers also apply them at start-up)
   register add the session search attributes to $TEMPORAL_NAMESPACE at
@@ -143,11 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			c.Close()
 		}
 	case "eval":
-		dir := filepath.Join("..", "shared", "evaldata", "mtrag")
-		if len(args) > 1 {
-			dir = args[1]
-		}
-		err = runEval(ctx, dir, stdout)
+		err = runEval(ctx, args[1:], stdout, stderr)
 	case "ingest":
 		var c client.Client
 		if c, err = dialExternal(ctx, cfg, log); err == nil {
@@ -416,28 +416,6 @@ func displayAddr(a net.Addr) string {
 
 func sdkLogger(log *slog.Logger) sdklog.Logger {
 	return sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
-}
-
-// runEval loads and indexes an evaluation set once and prints its
-// retrieval recall and the corrective judges' scores.
-func runEval(ctx context.Context, dir string, stdout io.Writer) error {
-	set, err := eval.Load(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer set.Close()
-	rep, err := set.Retrieval(ctx, 5)
-	if err != nil {
-		return err
-	}
-	rep.Write(stdout)
-	g, err := set.Grading(ctx, 5)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout)
-	g.Write(stdout)
-	return nil
 }
 
 // newKey prints a new API key for tenant and its CTXFLOW_API_KEYS entry

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/lexical"
 )
 
 // Verdicts counts how a judge (the grader or the relevance filter) did on
@@ -67,17 +66,19 @@ func (r GradingReport) Write(w io.Writer) {
 // and the offline grader over the set's cases, as the activities do, and
 // scores their verdicts against the gold passages.
 func (s *Set) Grading(ctx context.Context, k int) (GradingReport, error) {
-	rep := GradingReport{Set: s.Name, K: k, Cases: len(s.Cases)}
-	rag := s.rag
-	threshold := 0.3 // the default similarityThreshold
-	for _, c := range s.Cases {
-		q := lexical.Rewrite(c.Question, c.History).Query
-		res, err := rag.Retrieve(ctx, activities.RetrieveInput{Query: q, TopK: k, SimilarityThreshold: threshold})
+	rep := GradingReport{Set: s.Name, K: k, Cases: len(s.Gold)}
+	for _, c := range s.Gold {
+		rw, err := s.rewrite(ctx, c.Case)
+		if err != nil {
+			return rep, fmt.Errorf("case %s: %w", c.ID, err)
+		}
+		q := rw.Question
+		res, err := s.retrieve(ctx, activities.RetrieveInput{Query: q, TopK: k, SimilarityThreshold: s.qa.SimilarityThreshold})
 		if err != nil {
 			return rep, fmt.Errorf("case %s: %w", c.ID, err)
 		}
 		for _, d := range res.Docs {
-			g, err := rag.GradeDoc(ctx, activities.GradeInput{Query: q, Doc: d})
+			g, err := s.rag.GradeDoc(ctx, activities.GradeInput{Query: q, Doc: d})
 			if err != nil {
 				return rep, fmt.Errorf("case %s: %w", c.ID, err)
 			}

@@ -23,7 +23,7 @@ import (
 // in the same order as the eval ranks them.
 func TestEvalRanksAsAQATurn(t *testing.T) {
 	set := loadMTRAG(t)
-	c := set.Cases[0]
+	c := set.Gold[0]
 	want, err := set.Ranked(t.Context(), c.Question, activities.SearchHybrid, 5)
 	if err != nil || len(want) == 0 {
 		t.Fatalf("eval ranking: %v, %v", want, err)

@@ -1,48 +1,17 @@
-// Package eval measures ctxflow against public development sets in the
-// common JSONL format (make eval: ../shared/evaldata; the tests: small
-// samples in testdata): retrieval recall on a closed corpus, per search
-// mode and per query form (as asked, rewritten offline, gold rewrite),
-// through the retrieval path qa turns run (activities.RAG.Retrieve).
 package eval
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
-	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/eval/evaldata"
 	"github.com/ctxflow/ctxflow/lexical"
+	"github.com/ctxflow/ctxflow/workflows"
 )
-
-// Case is one turn of an evaluation set (the shared JSONL format).
-type Case struct {
-	ID          string   `json:"id"`
-	History     []Turn   `json:"history"`
-	Question    string   `json:"question"`
-	GoldRewrite string   `json:"gold_rewrite"`
-	GoldIDs     []string `json:"gold_passage_ids"`
-}
-
-// Turn is one message of a case's history.
-type Turn struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-// Passage is one document of the closed corpus.
-type Passage struct {
-	ID   string `json:"id"`
-	Text string `json:"text"`
-}
 
 // Row is recall@K for one search mode and query form.
 type Row struct {
@@ -83,69 +52,74 @@ func (r Report) Recall(mode activities.SearchMode, query string) float64 {
 	return -1
 }
 
-// Set is an evaluation set, loaded and indexed: its passages in an
-// in-memory embedded store (offline embedder), and the cases that have a
-// gold passage in the corpus.
+// Set is an evaluation set, loaded and indexed: its cases and, when it
+// has passages, its closed corpus in an in-memory embedded store (offline
+// embedder), searched by the retrieval a qa turn runs.
 type Set struct {
 	Name     string
+	Path     string
+	Cases    []evaldata.Case
 	Passages int
-	Cases    []GoldCase
-	store    *vecstore.Store
+	// Gold are the cases that have a gold passage in the corpus.
+	Gold     []GoldCase
+	store    *vecstore.Store // nil without passages
+	inCorpus map[string]bool // the ids of the passages
 	rag      *activities.RAG
+	rewriter activities.Rewriter
+	qa       workflows.SessionConfig // the qa turn's retrieval settings
 }
 
-// GoldCase is a case with its gold passages that are in the corpus and its
-// history as messages.
+// GoldCase is a case with its gold passages that are in the corpus.
 type GoldCase struct {
-	Case
-	Gold    []string
-	History []convo.Message
+	evaldata.Case
+	Gold []string
 }
 
-// Load reads dir/passages.jsonl and dir/cases.jsonl and indexes the
-// passages. Close releases the index.
-func Load(ctx context.Context, dir string) (*Set, error) {
-	passages, err := readJSONL[Passage](filepath.Join(dir, "passages.jsonl"))
+// Load reads the set's cases from path (its first limit cases, all when
+// limit ≤ 0) and indexes its corpus (see [evaldata.Corpus]: all the
+// passages, whatever the limit). Close releases the index.
+func Load(ctx context.Context, path string, limit int) (*Set, error) {
+	cases, err := evaldata.ReadCases(path)
 	if err != nil {
 		return nil, err
 	}
-	cases, err := readJSONL[Case](filepath.Join(dir, "cases.jsonl"))
+	passages, err := evaldata.Corpus(path, cases)
 	if err != nil {
 		return nil, err
 	}
-	store, inCorpus, err := index(ctx, passages)
-	if err != nil {
-		return nil, err
+	if limit > 0 && len(cases) > limit {
+		cases = cases[:limit]
+	}
+	// The worker's own rewriter (worker.BuildPorts wires lexical.Rewriter
+	// into the session activities).
+	set := &Set{Name: evaldata.SetName(path), Path: path, Cases: cases, Passages: len(passages),
+		rewriter: lexical.Rewriter{}, qa: workflows.DefaultSessionConfig()}
+	if len(passages) == 0 {
+		return set, nil
+	}
+	if set.store, set.inCorpus, err = index(ctx, passages); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	engine := &offline.Engine{}
-	set := &Set{Name: filepath.Base(dir), Passages: len(passages), store: store, rag: &activities.RAG{
-		Store: store, Embedders: []activities.NamedEmbedder{{Embedder: engine, Model: offline.ModelName}},
-		Grader: engine, Relevance: lexical.Relevance{},
-	}}
-	for _, c := range cases {
-		gc := GoldCase{Case: c, History: make([]convo.Message, len(c.History))}
-		for _, id := range c.GoldIDs {
-			if inCorpus[id] {
-				gc.Gold = append(gc.Gold, id)
-			}
-		}
-		if len(gc.Gold) == 0 {
-			continue
-		}
-		for i, t := range c.History {
-			gc.History[i] = convo.Message{Role: convo.Role(t.Role), Content: t.Content}
-		}
-		set.Cases = append(set.Cases, gc)
+	set.rag = &activities.RAG{
+		Store: set.store, Embedders: []activities.NamedEmbedder{{Embedder: engine, Model: offline.ModelName}},
+		Grader: engine, Relevance: lexical.Relevance{}, Model: engine, Engine: offline.ModelName,
 	}
-	if len(set.Cases) == 0 {
-		_ = store.Close()
-		return nil, fmt.Errorf("%s: no case has a gold passage in the corpus", dir)
+	for _, c := range cases {
+		if gold := set.goldIn(c); len(gold) > 0 {
+			set.Gold = append(set.Gold, GoldCase{Case: c, Gold: gold})
+		}
 	}
 	return set, nil
 }
 
 // Close releases the set's index.
-func (s *Set) Close() error { return s.store.Close() }
+func (s *Set) Close() error {
+	if s.store == nil {
+		return nil
+	}
+	return s.store.Close()
+}
 
 // Store is the set's index: the embedded store, its passages embedded by
 // the offline engine.
@@ -158,41 +132,48 @@ func (s *Set) RAG() *activities.RAG { return s.rag }
 // Ranked returns the ids that retrieval ranks for query, best first, as a
 // qa turn's retrieval would rank them.
 func (s *Set) Ranked(ctx context.Context, query string, mode activities.SearchMode, k int) ([]string, error) {
-	res, err := s.rag.Retrieve(ctx, activities.RetrieveInput{Query: query, TopK: k, Mode: mode})
-	if err != nil {
-		return nil, err
+	res, err := s.retrieve(ctx, activities.RetrieveInput{Query: query, TopK: k, Mode: mode})
+	return docIDs(res.Docs), err
+}
+
+// retrieve runs the qa turn's retrieval over the set's corpus.
+func (s *Set) retrieve(ctx context.Context, in activities.RetrieveInput) (activities.RetrieveResult, error) {
+	if s.rag == nil {
+		return activities.RetrieveResult{}, fmt.Errorf("%s has no passages to retrieve from", s.Name)
 	}
-	ids := make([]string, len(res.Docs))
-	for i, d := range res.Docs {
-		ids[i] = d.ID
+	return s.rag.Retrieve(ctx, in)
+}
+
+// docIDs are the documents' ids, in order.
+func docIDs(docs []activities.RetrievedDoc) []string {
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = d.ID
 	}
-	return ids, nil
+	return out
 }
 
 // Retrieval measures recall@k: per case, the share of its gold passages
 // found in the top k, averaged over cases.
 func (s *Set) Retrieval(ctx context.Context, k int) (Report, error) {
-	rep := Report{Set: s.Name, K: k, Cases: len(s.Cases), Passages: s.Passages}
+	rep := Report{Set: s.Name, K: k, Cases: len(s.Gold), Passages: s.Passages}
+	if rep.Cases == 0 {
+		return rep, fmt.Errorf("%s: no case has a gold passage in the corpus", s.Name)
+	}
 	sums := map[[2]string]float64{}
-	for _, c := range s.Cases {
-		queries := map[string]string{
-			"asked":     c.Question,
-			"rewritten": lexical.Rewrite(c.Question, c.History).Query,
-			"gold":      c.GoldRewrite,
+	for _, c := range s.Gold {
+		rw, err := s.rewrite(ctx, c.Case)
+		if err != nil {
+			return rep, err
 		}
+		queries := map[string]string{"asked": c.Question, "rewritten": rw.Question, "gold": c.GoldRewrite}
 		for _, form := range []string{"asked", "rewritten", "gold"} {
 			for _, mode := range []activities.SearchMode{activities.SearchDense, activities.SearchKeyword, activities.SearchHybrid} {
 				ids, err := s.Ranked(ctx, queries[form], mode, k)
 				if err != nil {
 					return rep, fmt.Errorf("case %s: %w", c.ID, err)
 				}
-				found := 0
-				for _, id := range c.Gold {
-					if slices.Contains(ids, id) {
-						found++
-					}
-				}
-				sums[[2]string{string(mode), form}] += float64(found) / float64(len(c.Gold))
+				sums[[2]string{string(mode), form}] += RecallAt(ids, c.Gold, k)
 			}
 		}
 	}
@@ -206,7 +187,7 @@ func (s *Set) Retrieval(ctx context.Context, k int) (Report, error) {
 
 // index stores passages in an in-memory embedded store, embedded by the
 // offline embedder, and returns it with the set of their ids.
-func index(ctx context.Context, passages []Passage) (*vecstore.Store, map[string]bool, error) {
+func index(ctx context.Context, passages []evaldata.Passage) (*vecstore.Store, map[string]bool, error) {
 	store, err := vecstore.Open(vecstore.Options{Collection: "eval"})
 	if err != nil {
 		return nil, nil, err
@@ -235,29 +216,4 @@ func index(ctx context.Context, passages []Passage) (*vecstore.Store, map[string
 		}
 	}
 	return store, inCorpus, nil
-}
-
-func readJSONL[T any](path string) ([]T, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
-	for line := 1; sc.Scan(); line++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		out = append(out, v)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
 }
