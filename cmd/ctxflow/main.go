@@ -97,6 +97,12 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && asksHelp(args[1:]) { // before anything is loaded or dialled
+		if u := commandUsage(args[0]); u != "" {
+			fmt.Fprint(stdout, u)
+			return 0
+		}
+	}
 	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "chat" && args[0] != "bench" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
