@@ -240,7 +240,7 @@ func (a *Agent) storedStep(ctx context.Context, in ThinkInput) (ThinkResult, boo
 		return ThinkResult{Answer: m.Content, Leaf: m.ID}, ok, err
 	}
 	if m, ok, err := get("error"); err != nil || ok {
-		return ThinkResult{ParseError: "the reply was not valid JSON (see the step's observation)", Leaf: m.ID}, ok, err
+		return ThinkResult{ParseError: "the reply could not be read as a step (see the step's observation)", Leaf: m.ID}, ok, err
 	}
 	res := ThinkResult{}
 	for i := 1; ; i++ {
@@ -257,7 +257,10 @@ func (a *Agent) storedStep(ctx context.Context, in ThinkInput) (ThinkResult, boo
 	return res, len(res.Calls) > 0, nil
 }
 
-// planFormat is the JSON a planner in JSON mode answers with.
+// planFormat is the JSON a planner in JSON mode answers with, and the
+// format example of every json_parse_error observation: a model that takes
+// tools and wrote a broken call in its text may answer with it too, as
+// its text's calls are read in this shape among others.
 const planFormat = `{"thought": "...", "tool": "<tool name>", "args": {...}}  or  {"thought": "...", "answer": "<final answer>"}`
 
 // view is the task's model view: the system prompt (instructions, goal,
