@@ -156,13 +156,17 @@ reliability:
 		{ grep -E '(reliability|burst|e2e)_test.go|^(--- |ok|FAIL)' bench/out/reliability.log; exit 1; }
 	@grep -E '(reliability|burst|e2e)_test.go|^(--- |ok|FAIL)' bench/out/reliability.log
 
-## eval: retrieval recall@5 (dense, keyword, hybrid) and the corrective
-## loop's judges on the mtrag dev set, through the qa turn's retrieval.
-## It reads $(EVALDATA)/mtrag; point it elsewhere with EVALDATA=DIR.
+## eval: every evaluation set under $(EVALDATA) (each <set>/cases.jsonl, the
+## shared JSONL format): the worker's rewriter against the gold rewrites, the
+## qa turn's retrieval over a set's passages, offline answers against gold
+## answers; one table (README, "Tests"). EVAL_FLAGS: e.g. --limit 200,
+## --json FILE; --detail adds recall per search mode and the corrective judges.
 EVALDATA ?= ../shared/evaldata
+EVAL_FLAGS ?= --detail
 eval:
-	@test -f $(EVALDATA)/mtrag/passages.jsonl || { echo "eval: no $(EVALDATA)/mtrag/passages.jsonl: set EVALDATA=DIR to the folder holding mtrag/ (the tests use internal/eval/testdata)"; exit 2; }
-	$(GO) run ./cmd/ctxflow eval $(EVALDATA)/mtrag
+	@sets=$$(ls $(EVALDATA)/*/cases.jsonl 2>/dev/null); \
+	if [ -z "$$sets" ]; then echo "eval: no evaluation sets in $(EVALDATA) (no $(EVALDATA)/*/cases.jsonl): set EVALDATA=DIR to the folder holding them; the tests use samples in internal/eval/testdata"; exit 2; fi; \
+	$(GO) run ./cmd/ctxflow eval $$(for s in $$sets; do printf -- '--data %s ' "$$s"; done) $(EVAL_FLAGS)
 
 clean:
 	rm -rf bin
