@@ -1,15 +1,13 @@
 package lexical
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
 
-	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/eval/evaldata"
 )
 
 // The rewrite tests read small samples in testdata/eval (see its
@@ -25,60 +23,17 @@ func casesPath(set string) string {
 	return filepath.Join("testdata", "eval", set+".jsonl")
 }
 
-type evalTurn struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type evalCase struct {
-	ID          string     `json:"id"`
-	Lang        string     `json:"lang"`
-	Topic       string     `json:"topic"`
-	History     []evalTurn `json:"history"`
-	Question    string     `json:"question"`
-	GoldRewrite string     `json:"gold_rewrite"`
-	Phenomenon  string     `json:"phenomenon"`
-}
-
 // loadCases reads a data set's cases.jsonl; a missing set fails the test.
-func loadCases(t testing.TB, set string) []evalCase {
+func loadCases(t testing.TB, set string) []evaldata.Case {
 	t.Helper()
-	f, err := os.Open(casesPath(set))
+	cases, err := evaldata.ReadCases(casesPath(set))
 	if os.IsNotExist(err) {
 		t.Fatalf("evaluation set %s not found: %v", set, err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []evalCase
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var c evalCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("%s: %v", set, err)
-		}
-		out = append(out, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// history converts a case's history; a CANARD case gets its article title
-// first, as the CANARD history itself begins with it.
-func (c evalCase) history() []convo.Message {
-	var h []convo.Message
-	if c.Topic != "" {
-		title, _, _ := strings.Cut(c.Topic, " / ")
-		h = append(h, convo.Message{Role: convo.RoleUser, Content: title})
-	}
-	for _, m := range c.History {
-		h = append(h, convo.Message{Role: convo.Role(m.Role), Content: m.Content})
-	}
-	return h
+	return cases
 }
 
 func same(a, b string) bool { return strings.TrimSpace(a) == strings.TrimSpace(b) }
@@ -223,7 +178,7 @@ func TestEvalRewrite(t *testing.T) {
 		sets = append(sets, "canard")
 		mins = []float64{0.95, 0.95, 0.97, 0.94, 0.62, 0.70, 0.18, 0.38}
 	}
-	en := map[string][]evalCase{}
+	en := map[string][]evaldata.Case{}
 	for _, s := range sets {
 		en[s] = loadCases(t, s)
 	}
@@ -236,18 +191,18 @@ func TestEvalRewrite(t *testing.T) {
 				continue
 			}
 			if same(c.Question, c.GoldRewrite) {
-				enNatural.add(!Rewrite(c.Question, c.history()).Changed)
+				enNatural.add(!Rewrite(c.Question, c.Messages()).Changed)
 			} else {
-				enGold.add(!Rewrite(c.GoldRewrite, c.history()).Changed)
+				enGold.add(!Rewrite(c.GoldRewrite, c.Messages()).Changed)
 			}
 		}
 	}
 	for i, c := range zhCases {
-		zhGold.add(!Rewrite(c.GoldRewrite, c.history()).Changed)
+		zhGold.add(!Rewrite(c.GoldRewrite, c.Messages()).Changed)
 		// A dialogue's opening line asked after another dialogue: a topic
 		// switch, which needs no rewrite either.
 		next := zhCases[(i+1)%len(zhCases)]
-		zhForeign.add(!Rewrite(next.History[0].Content, c.history()).Changed)
+		zhForeign.add(!Rewrite(next.History[0].Content, c.Messages()).Changed)
 	}
 	t.Logf("unchanged: en questions that need no rewrite (question == gold, with history): %.3f of %d", enNatural.value(), enNatural.n)
 	t.Logf("unchanged: en gold rewrites asked as questions: %.3f of %d", enGold.value(), enGold.n)
@@ -258,7 +213,7 @@ func TestEvalRewrite(t *testing.T) {
 	// (ellipsis) a pronoun, whose rewrite contains the gold entity: the
 	// longest span the gold rewrite adds to the question, whole (strict) or
 	// in part (a content word, or two Chinese characters).
-	recall := func(name string, cases []evalCase, zh, pronoun bool) (strict, loose rate) {
+	recall := func(name string, cases []evaldata.Case, zh, pronoun bool) (strict, loose rate) {
 		for _, c := range cases {
 			if len(c.History) == 0 || same(c.Question, c.GoldRewrite) || pronoun != hasPronoun(c.Question, zh) {
 				continue
@@ -267,7 +222,7 @@ func TestEvalRewrite(t *testing.T) {
 			if len(span) == 0 {
 				continue
 			}
-			r := Rewrite(c.Question, c.history())
+			r := Rewrite(c.Question, c.Messages())
 			strict.add(containsSpan(r.Query, span, zh))
 			loose.add(touchesSpan(c.Question, r.Query, span, zh))
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,6 +58,10 @@ type Config struct {
 	// AltEmbeddingModels are tried when the collection's dimension is not
 	// the embedding model's ("offline" is the built-in embedder).
 	AltEmbeddingModels []string
+	// OpenAIBaseURL and OpenAIAPIKey name the server of provider "openai"
+	// (an OpenAI-compatible API) and its key ("": none).
+	OpenAIBaseURL string
+	OpenAIAPIKey  string
 	// VectorStore is "embedded" (under DataDir) or "milvus".
 	VectorStore    string
 	MilvusAddress  string
@@ -113,7 +118,9 @@ var Vars = []Var{
 	{"CTXFLOW_MAX_UPLOAD_BYTES", "33554432", "largest document upload (`POST /v1/documents` body) accepted"},
 	{"CTXFLOW_INGEST_WAIT_TIMEOUT", "5m", "longest a `?wait=true` upload waits for its ingestion (then `202`, and the ingestion goes on)"},
 	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
-	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama` or `offline`"},
+	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama`, `openai` (the OpenAI-compatible server at `CTXFLOW_OPENAI_BASE_URL`) or `offline`"},
+	{"CTXFLOW_OPENAI_BASE_URL", "unset", "with `CTXFLOW_MODEL_PROVIDER=openai` (and then required): the server's OpenAI-compatible base URL, the part before `/chat/completions`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:8080/v1` (llama.cpp), `http://127.0.0.1:1234/v1` (LM Studio), `https://api.openai.com/v1`; chat and embeddings go there"},
+	{"CTXFLOW_OPENAI_API_KEY", "unset", "its API key, sent as `Authorization: Bearer`; unset: none (a local server)"},
 	{"CTXFLOW_COLLECTION", "rag_documents", "vector collection of the knowledge base (under `CTXFLOW_DATA_DIR/vectors`, or in Milvus)"},
 	{"CTXFLOW_VECTOR_STORE", "embedded", "`embedded` (a crash-safe chunk log + bleve under `CTXFLOW_DATA_DIR/vectors`) or `milvus`"},
 	{"MILVUS_ADDRESS", "localhost:19530", "Milvus endpoint when `CTXFLOW_VECTOR_STORE=milvus` (`https://…` for TLS)"},
@@ -191,6 +198,8 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.APIKeys = p.str("CTXFLOW_API_KEYS", "")
 	c.APIKeysFile = p.str("CTXFLOW_API_KEYS_FILE", "")
 	c.AllowAnonymous = p.bool("CTXFLOW_ALLOW_ANONYMOUS", false)
+	c.OpenAIBaseURL = p.str("CTXFLOW_OPENAI_BASE_URL", "")
+	c.OpenAIAPIKey = p.str("CTXFLOW_OPENAI_API_KEY", "")
 	if c.TokenSecretValue = p.str("CTXFLOW_TOKEN_SECRET", ""); c.TokenSecretValue != "" && len(c.TokenSecretValue) < 16 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOKEN_SECRET: %d bytes, want at least 16", len(c.TokenSecretValue)))
 	}
@@ -257,8 +266,17 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	} else if c.TranscriptStore == "postgres" && c.DatabaseURL == "" {
 		p.errs = append(p.errs, errors.New("CTXFLOW_TRANSCRIPT_STORE=postgres: DATABASE_URL is not set"))
 	}
-	if c.ModelProvider != "auto" && c.ModelProvider != "ollama" && c.ModelProvider != "offline" {
-		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MODEL_PROVIDER %q: want auto, ollama or offline", c.ModelProvider))
+	switch c.ModelProvider {
+	case "auto", "ollama", "offline":
+	case "openai":
+		if c.OpenAIBaseURL == "" {
+			p.errs = append(p.errs, errors.New("CTXFLOW_MODEL_PROVIDER=openai: CTXFLOW_OPENAI_BASE_URL is not set (the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1)"))
+		}
+	default:
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MODEL_PROVIDER %q: want auto, ollama, openai or offline", c.ModelProvider))
+	}
+	if u, err := url.Parse(c.OpenAIBaseURL); c.OpenAIBaseURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OPENAI_BASE_URL %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1", c.OpenAIBaseURL))
 	}
 	if c.TemporalCompression != "auto" && c.TemporalCompression != "gzip" && c.TemporalCompression != "none" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TEMPORAL_COMPRESSION %q: want auto, gzip or none", c.TemporalCompression))

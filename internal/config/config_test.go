@@ -122,6 +122,8 @@ func TestOverrides(t *testing.T) {
 		{"CTXFLOW_MAX_UPLOAD_BYTES", "1048576", func(c Config) bool { return c.MaxUploadBytes == 1<<20 }},
 		{"CTXFLOW_INGEST_WAIT_TIMEOUT", "30m", func(c Config) bool { return c.IngestWaitTimeout == 30*time.Minute }},
 		{"OLLAMA_HOST", "http://gpu:11434", func(c Config) bool { return c.OllamaHost == "http://gpu:11434" }},
+		{"CTXFLOW_OPENAI_BASE_URL", "http://vllm:8000/v1", func(c Config) bool { return c.OpenAIBaseURL == "http://vllm:8000/v1" }},
+		{"CTXFLOW_OPENAI_API_KEY", "sk-test", func(c Config) bool { return c.OpenAIAPIKey == "sk-test" }},
 		{"CTXFLOW_MODEL_PROVIDER", "offline", func(c Config) bool { return c.ModelProvider == "offline" }},
 		{"CTXFLOW_COLLECTION", "docs", func(c Config) bool { return c.Collection == "docs" }},
 		{"CTXFLOW_VECTOR_STORE", "milvus", func(c Config) bool { return c.VectorStore == "milvus" }},
@@ -181,6 +183,21 @@ func TestPostgresTranscripts(t *testing.T) {
 	}
 }
 
+func TestOpenAIProvider(t *testing.T) {
+	c, err := load(env(map[string]string{
+		"CTXFLOW_MODEL_PROVIDER": "openai", "CTXFLOW_OPENAI_BASE_URL": "https://api.openai.com/v1", "CTXFLOW_OPENAI_API_KEY": "sk-test",
+	}))
+	if err != nil || c.ModelProvider != "openai" || c.OpenAIBaseURL != "https://api.openai.com/v1" || c.OpenAIAPIKey != "sk-test" {
+		t.Errorf("openai provider: %q %q %q, %v", c.ModelProvider, c.OpenAIBaseURL, c.OpenAIAPIKey, err)
+	}
+	// No base URL: a start-up error that says what to set, not a worker
+	// that fails every turn.
+	_, err = load(env(map[string]string{"CTXFLOW_MODEL_PROVIDER": "openai", "CTXFLOW_OPENAI_API_KEY": "sk-test"}))
+	if err == nil || !strings.Contains(err.Error(), "CTXFLOW_OPENAI_BASE_URL is not set") {
+		t.Errorf("openai provider without a base URL: err = %v", err)
+	}
+}
+
 func TestUploads(t *testing.T) {
 	for _, tc := range []struct {
 		env  map[string]string
@@ -228,7 +245,10 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_LOG_FORMAT", "xml"},
 		{"CTXFLOW_TOKENIZER", "p50k_base"},
 		{"CTXFLOW_TEMPORAL_COMPRESSION", "zstd"},
-		{"CTXFLOW_MODEL_PROVIDER", "openai"},
+		{"CTXFLOW_MODEL_PROVIDER", "anthropic"},
+		{"CTXFLOW_MODEL_PROVIDER", "openai"}, // without CTXFLOW_OPENAI_BASE_URL
+		{"CTXFLOW_OPENAI_BASE_URL", "vllm:8000/v1"},
+		{"CTXFLOW_OPENAI_BASE_URL", "ftp://vllm/v1"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "sqlite"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "postgres"}, // without DATABASE_URL
 		// Out of the ranges of workflows.SessionConfig and Limits.
