@@ -1335,3 +1335,34 @@ func TestBackpressure(t *testing.T) {
 		t.Errorf("%d update-with-start calls, want 3 (the refused request must not reach Temporal)", n)
 	}
 }
+
+// servedContext is a model served with a context of n tokens.
+type servedContext int
+
+func (n servedContext) ContextLength(context.Context, string) (int, error) { return int(n), nil }
+
+// A session whose window and answer cannot fit the context its model is
+// served with is refused when it is created, with what to change; one
+// that fits is started.
+func TestCreateSessionChecksTheModelsContext(t *testing.T) {
+	f := newFake(t)
+	f.DescribeWorkflowExecutionFn = func(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
+	started := 0
+	f.ExecuteWorkflowFn = func(context.Context, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+		started++
+		return nil, nil
+	}
+	opts := options()
+	opts.Models = servedContext(4096)
+	h := api.New(f, opts).Handler()
+	w := do(h, http.MethodPost, "/v1/sessions", `{"sessionId":"big","config":{"maxTokens":3000}}`)
+	wantError(t, w, http.StatusBadRequest, "invalid_argument")
+	if !strings.Contains(w.Body.String(), "5000 tokens, over the 4096-token context") || !strings.Contains(w.Body.String(), "CTXFLOW_OLLAMA_NUM_CTX") {
+		t.Errorf("refusal %s", w.Body)
+	}
+	if w := do(h, http.MethodPost, "/v1/sessions", `{"sessionId":"fits","config":{"maxTokens":2000}}`); w.Code != http.StatusCreated || started != 1 {
+		t.Errorf("a window that fits: %d %s, %d starts", w.Code, w.Body, started)
+	}
+}

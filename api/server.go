@@ -68,7 +68,17 @@ type Options struct {
 	// summary text; nil when this process cannot read them (see
 	// [Transcripts]).
 	Transcripts Transcripts
-	Logger      *slog.Logger
+	// Models tells the context a chat model is served with: a session whose
+	// window and answer cannot fit it is refused when it is created. nil:
+	// not checked.
+	Models ModelContext
+	Logger *slog.Logger
+}
+
+// ModelContext tells the context length, in tokens, that a chat model is
+// served with (0: unknown).
+type ModelContext interface {
+	ContextLength(ctx context.Context, model string) (int, error)
 }
 
 // Transcripts reads session transcripts. An API process can read them when

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -171,6 +172,10 @@ func (s *Server) createSession(c *gin.Context) {
 	cfg, err := s.opts.Defaults.Merge(req.Config)
 	if err != nil {
 		writeError(c, errInvalid("%s", err))
+		return
+	}
+	if err := s.fitsModel(c.Request.Context(), cfg); err != nil {
+		writeError(c, err)
 		return
 	}
 	ref := sessionRef{tenant: t, id: req.SessionID}
@@ -720,4 +725,27 @@ func (s *Server) tokenMAC(query string, token []byte) []byte {
 	h.Write([]byte{0})
 	h.Write(token)
 	return h.Sum(nil)[:tokenMACSize]
+}
+
+// fitsModel refuses a configuration whose window and answer cannot fit the
+// context its chat model is served with (Options.Models), rather than have
+// the server cut its prompts at run time. A context that cannot be read
+// (no server, an unknown model) is not checked here.
+func (s *Server) fitsModel(ctx context.Context, cfg workflows.SessionConfig) error {
+	if s.opts.Models == nil || cfg.MaxTokens <= 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	n, err := s.opts.Models.ContextLength(cctx, cfg.LLMModel)
+	if err != nil || n <= 0 {
+		s.log.Debug("model context not checked", "model", cfg.LLMModel, "error", err)
+		return nil
+	}
+	answer := cmp.Or(s.opts.Limits.LLMMaxTokens, workflows.DefaultLimits().LLMMaxTokens)
+	if need := cfg.MaxTokens + answer; need > n {
+		return errInvalid("the window (maxTokens %d) and the answer (LLM_MAX_TOKENS %d) need %d tokens, over the %d-token context %s is served with: lower maxTokens, or raise CTXFLOW_OLLAMA_NUM_CTX (up to the model's own context length)",
+			cfg.MaxTokens, answer, need, n, cfg.LLMModel)
+	}
+	return nil
 }

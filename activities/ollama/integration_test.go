@@ -310,3 +310,49 @@ func TestRealOllamaKilledMidStream(t *testing.T) {
 		t.Errorf("Chat to the dead server: got %+v, want retryable", me)
 	}
 }
+
+// TestRealOllamaNumCtx: a prompt longer than the server's default context
+// arrives whole when the client asks for a context that holds it (num_ctx
+// on every call), and is cut to the default without. ContextLength reads
+// the model's own context from /api/show and caps the configured one.
+func TestRealOllamaNumCtx(t *testing.T) {
+	srv, plain := realServer(t)
+	ctx := t.Context()
+	sized, err := ollama.New(ollama.Config{Host: srv.URL, Timeout: 2 * time.Minute, NumCtx: ollamatest.ContextLength})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := userTurn(strings.Repeat("a long prompt that must arrive whole ", 45)) // ~1,700 of the tiny model's tokens
+	prompt := func(c *ollama.Client) int {
+		t.Helper()
+		resp, err := c.Chat(ctx, activities.ChatRequest{Model: srv.Model, Messages: long, Options: activities.ModelOptions{NumPredict: 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.PromptTokens
+	}
+	whole, cut := prompt(sized), prompt(plain)
+	t.Logf("prompt_eval_count: %d with num_ctx %d, %d with the server's default %d", whole, ollamatest.ContextLength, cut, ollamatest.ServerDefaultContext)
+	if whole <= ollamatest.ServerDefaultContext || whole >= ollamatest.ContextLength {
+		t.Errorf("with num_ctx the prompt counted %d tokens, want it whole (over the default %d)", whole, ollamatest.ServerDefaultContext)
+	}
+	if cut > ollamatest.ServerDefaultContext {
+		t.Errorf("without num_ctx the prompt counted %d tokens, over the server's default context %d: the test proves nothing", cut, ollamatest.ServerDefaultContext)
+	}
+
+	for _, tc := range []struct {
+		c    *ollama.Client
+		want int
+	}{{sized, ollamatest.ContextLength}, {plain, ollamatest.ContextLength}} {
+		if n, err := tc.c.ContextLength(ctx, srv.Model); err != nil || n != tc.want {
+			t.Errorf("ContextLength = %d, %v; want %d", n, err, tc.want)
+		}
+	}
+	big, _ := ollama.New(ollama.Config{Host: srv.URL, NumCtx: 1 << 20})
+	if n, err := big.ContextLength(ctx, srv.Model); err != nil || n != ollamatest.ContextLength {
+		t.Errorf("ContextLength with num_ctx 1M = %d, %v; want the model's %d", n, err, ollamatest.ContextLength)
+	}
+	if _, err := sized.ContextLength(ctx, "no-such-model"); err == nil || wantModelError(t, err).Retryable {
+		t.Errorf("ContextLength of an unknown model: %v, want a permanent error", err)
+	}
+}

@@ -56,6 +56,12 @@ type Config struct {
 	// chat call. Zero leaves the server's default (5 minutes); negative keeps
 	// the model loaded indefinitely.
 	KeepAlive time.Duration
+	// NumCtx is the context length (num_ctx) asked for on every chat call
+	// that does not set its own: the same for every call, so that the server
+	// never reloads the model for another size. Zero leaves the server's
+	// default (4,096 tokens on most machines), which cuts longer prompts
+	// silently; the server caps it at the model's own context length.
+	NumCtx int
 	// HTTPClient sends the requests; nil means a client over
 	// http.DefaultTransport. It is copied, not modified. Leave its Timeout
 	// zero: Timeout above already bounds each call, and a client timeout
@@ -71,6 +77,7 @@ type Client struct {
 	host      string
 	timeout   time.Duration
 	keepAlive *api.Duration
+	numCtx    int
 	dims      dims
 }
 
@@ -100,6 +107,10 @@ func New(cfg Config) (*Client, error) {
 		base:    base,
 		host:    base.String(),
 		timeout: cmp.Or(cfg.Timeout, DefaultTimeout),
+		numCtx:  cfg.NumCtx,
+	}
+	if cfg.NumCtx < 0 {
+		return nil, fmt.Errorf("ollama: num_ctx %d is negative", cfg.NumCtx)
 	}
 	if cfg.KeepAlive != 0 {
 		c.keepAlive = &api.Duration{Duration: cfg.KeepAlive}
@@ -219,6 +230,57 @@ func (c *Client) HasModel(ctx context.Context, name string) (bool, error) {
 	return false, c.classify(ctx, callCtx, pr, what, err)
 }
 
+// ContextLength is the context a chat call with model gets: Config.NumCtx,
+// capped by the model's own context length as the server reports it
+// (POST /api/show, model_info "<architecture>.context_length"); the
+// model's own when NumCtx is zero. 0 means unknown. Errors are classified
+// as Chat's are; an unknown model is a permanent one.
+func (c *Client) ContextLength(ctx context.Context, model string) (int, error) {
+	what := fmt.Sprintf("ollama show %q", model)
+	callCtx, pr, cancel := c.begin(ctx)
+	defer cancel()
+	res, err := c.api.Show(callCtx, &api.ShowRequest{Model: model})
+	if err != nil {
+		return 0, c.classify(ctx, callCtx, pr, what, err)
+	}
+	own := modelContextLength(res.ModelInfo)
+	switch {
+	case c.numCtx == 0:
+		return own, nil
+	case own > 0:
+		return min(c.numCtx, own), nil
+	}
+	return c.numCtx, nil
+}
+
+// modelContextLength reads "<general.architecture>.context_length" from
+// /api/show's model_info; 0 when absent.
+func modelContextLength(info map[string]any) int {
+	arch, _ := info["general.architecture"].(string)
+	n, _ := info[arch+".context_length"].(float64) // JSON numbers
+	return int(n)
+}
+
+// Pull downloads model to the server (POST /api/pull), reporting each
+// progress message to progress (total and completed are bytes, 0 when the
+// server gives none). Errors are classified as Chat's are.
+func (c *Client) Pull(ctx context.Context, model string, progress func(status string, completed, total int64)) error {
+	what := fmt.Sprintf("ollama pull %q", model)
+	pr := &probe{} // no per-call timeout: a pull takes as long as the download
+	callCtx, cancel := context.WithCancel(context.WithValue(ctx, probeKey{}, pr))
+	defer cancel()
+	err := c.api.Pull(callCtx, &api.PullRequest{Model: model}, func(r api.ProgressResponse) error {
+		if progress != nil {
+			progress(r.Status, r.Completed, r.Total)
+		}
+		return nil
+	})
+	if err != nil {
+		return c.classify(ctx, callCtx, pr, what, err)
+	}
+	return nil
+}
+
 // chatRequest converts req to the SDK's request. Its errors describe an
 // invalid request.
 func (c *Client) chatRequest(req activities.ChatRequest, stream bool) (*api.ChatRequest, error) {
@@ -229,7 +291,11 @@ func (c *Client) chatRequest(req activities.ChatRequest, stream bool) (*api.Chat
 	if err != nil {
 		return nil, err
 	}
-	opts, err := toAPIOptions(req.Options)
+	o := req.Options
+	if o.NumCtx == 0 {
+		o.NumCtx = c.numCtx
+	}
+	opts, err := toAPIOptions(o)
 	if err != nil {
 		return nil, err
 	}

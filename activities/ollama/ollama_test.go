@@ -147,6 +147,18 @@ func TestChatSendsRequest(t *testing.T) {
 				"options":{"temperature":0.3,"num_ctx":4096,"num_predict":128,"seed":42}}`,
 		},
 		{
+			name: "the client's num_ctx on every call",
+			cfg:  ollama.Config{NumCtx: 8192},
+			req:  activities.ChatRequest{Messages: userMsg("hi"), Options: activities.ModelOptions{NumPredict: 64}},
+			want: `{"messages":[{"role":"user","content":"hi"}],"options":{"num_ctx":8192,"num_predict":64}}`,
+		},
+		{
+			name: "a call's own num_ctx wins",
+			cfg:  ollama.Config{NumCtx: 8192},
+			req:  activities.ChatRequest{Messages: userMsg("hi"), Options: activities.ModelOptions{NumCtx: 2048}},
+			want: `{"messages":[{"role":"user","content":"hi"}],"options":{"num_ctx":2048}}`,
+		},
+		{
 			name: "json mode, zero temperature and seed, keep loaded",
 			cfg:  ollama.Config{KeepAlive: -1},
 			req: activities.ChatRequest{
@@ -565,5 +577,34 @@ func BenchmarkChat(b *testing.B) {
 		if _, err := c.Chat(b.Context(), activities.ChatRequest{Model: "m", Messages: userMsg("hi")}, func(string) {}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Pull reports each progress message; a model the registry does not have
+// is a permanent error.
+func TestPull(t *testing.T) {
+	c := serve(t, ollama.Config{Timeout: time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Model string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if r.URL.Path != "/api/pull" || req.Model == "missing" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":"pull model manifest: file does not exist"}`))
+			return
+		}
+		line(w, map[string]any{"status": "pulling manifest"})
+		time.Sleep(5 * time.Millisecond) // longer than the per-call timeout: a pull has none
+		line(w, map[string]any{"status": "pulling abc", "digest": "sha256:abc", "total": 100, "completed": 50})
+		line(w, map[string]any{"status": "success"})
+	})
+	var got []string
+	err := c.Pull(t.Context(), "qwen2.5:0.5b", func(status string, completed, total int64) {
+		got = append(got, fmt.Sprintf("%s %d/%d", status, completed, total))
+	})
+	if want := []string{"pulling manifest 0/0", "pulling abc 50/100", "success 0/0"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Pull = %v, progress %q; want %q", err, got, want)
+	}
+	err = c.Pull(t.Context(), "missing", nil)
+	if me, ok := errors.AsType[*activities.ModelError](err); !ok || me.Retryable {
+		t.Errorf("Pull of a missing model = %v, want a permanent model error", err)
 	}
 }

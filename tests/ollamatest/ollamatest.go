@@ -54,6 +54,10 @@ const (
 	EnvVar = "CTXFLOW_OLLAMA_TESTS"
 )
 
+// ServerDefaultContext is the test server's default context length
+// (OLLAMA_CONTEXT_LENGTH): half the model's [ContextLength].
+const ServerDefaultContext = ContextLength / 2
+
 // Modelfile registers the tiny model. The TEMPLATE is a plain chat format;
 // the model has no template of its own. num_thread 1: the model is far too
 // small to gain from threads, and llama.cpp's spinning worker threads make
@@ -304,6 +308,10 @@ func (s *Server) env() []string {
 		// predictable timings on a small CI machine.
 		"OLLAMA_MAX_LOADED_MODELS=1",
 		"OLLAMA_NUM_PARALLEL=1",
+		// The server's default context, below the model's own as Ollama's
+		// (4,096) is below a real model's: a longer prompt arrives whole
+		// only when the request asks for more (num_ctx).
+		fmt.Sprintf("OLLAMA_CONTEXT_LENGTH=%d", ServerDefaultContext),
 	)
 }
 
