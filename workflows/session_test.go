@@ -497,7 +497,7 @@ func TestCompressSignalFoldsAllButNewestRound(t *testing.T) {
 // third of the size in tiktoken tokens, so the budget holds in its tokens.
 func TestTokenBudgetIsCalibratedToTheModel(t *testing.T) {
 	h := newHarness(t)
-	h.model.promptTokens = 100_000 // far over: the ratio is clamped to 3
+	h.model.promptRatio = 3
 	long := strings.Repeat("word ", 60)
 	h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "first " + long})
 	second := h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "second " + long})
@@ -505,7 +505,7 @@ func TestTokenBudgetIsCalibratedToTheModel(t *testing.T) {
 	in.Config = json.RawMessage(`{"windowStrategy": "token_limit", "maxTokens": 300}`)
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, in)
 
-	if r := h.state(t).TokenRatio["qwen2.5:0.5b"]; math.Abs(r-3) > 1e-9 {
+	if r := h.state(t).TokenRatio["qwen2.5:0.5b"]; r < 3 || r > 3.05 {
 		t.Fatalf("ratio = %v, want 3", r)
 	}
 	// Uncalibrated, both rounds (~190 tokens) fit in 300; calibrated, the
@@ -520,8 +520,8 @@ func TestTokenBudgetIsCalibratedToTheModel(t *testing.T) {
 }
 
 // TestCalibrationComparesLikeWithLike is the property of issue 24: for
-// any model whose tokenizer counts r times what tiktoken counts (0.5 ≤ r ≤
-// 3), once the session has seen it answer, every turn's window costs at
+// any model whose tokenizer counts r times what tiktoken counts (0.25 ≤ r
+// ≤ 8), once the session has seen it answer, every turn's window costs at
 // most maxTokens in the model's tokens, and nothing is trimmed while the
 // window fits. The turns are knowledge-base turns: the model's requests
 // carry documents that the window does not hold. The ratio compares the
@@ -531,8 +531,8 @@ func TestTokenBudgetIsCalibratedToTheModel(t *testing.T) {
 func TestCalibrationComparesLikeWithLike(t *testing.T) {
 	doc := "GOOD " + strings.Repeat("The phone's battery lasts two days. ", 15)
 	rapid.Check(t, func(rt *rapid.T) {
-		r := float64(rapid.IntRange(2, 12).Draw(rt, "quarters")) / 4
-		maxTokens := rapid.IntRange(300, 900).Draw(rt, "maxTokens")
+		r := float64(rapid.IntRange(1, 32).Draw(rt, "quarters")) / 4
+		maxTokens := rapid.IntRange(600, 1200).Draw(rt, "maxTokens")
 		h := newQAHarness(t, &fakeKB{count: 3, any: []string{doc, doc + " Also."}}, &scriptedRewrites{})
 		h.model.promptRatio = r
 		var turns []*outcome
