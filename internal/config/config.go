@@ -52,9 +52,15 @@ type Config struct {
 	MaxUploadBytes    int64
 	IngestWaitTimeout time.Duration
 
-	OllamaHost    string
-	ModelProvider string
-	Collection    string
+	OllamaHost string
+	// OllamaNumCtx is the num_ctx of every Ollama call; OllamaKeepAlive
+	// how long the server keeps a model loaded (0: its default);
+	// OllamaPull is "missing" (pull a missing model at start-up) or "never".
+	OllamaNumCtx    int
+	OllamaKeepAlive time.Duration
+	OllamaPull      string
+	ModelProvider   string
+	Collection      string
 	// AltEmbeddingModels are tried when the collection's dimension is not
 	// the embedding model's ("offline" is the built-in embedder).
 	AltEmbeddingModels []string
@@ -118,6 +124,9 @@ var Vars = []Var{
 	{"CTXFLOW_MAX_UPLOAD_BYTES", "33554432", "largest document upload (`POST /v1/documents` body) accepted"},
 	{"CTXFLOW_INGEST_WAIT_TIMEOUT", "5m", "longest a `?wait=true` upload waits for its ingestion (then `202`, and the ingestion goes on)"},
 	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
+	{"CTXFLOW_OLLAMA_NUM_CTX", "8192", "context length (`num_ctx`) asked of Ollama on every call, the same for every call so that the server never reloads the model (its own default, 4,096 on most machines, cuts longer prompts silently); capped by the model's own. A session whose window (`maxTokens`) and answer (`LLM_MAX_TOKENS`) do not fit it is refused when it is created"},
+	{"CTXFLOW_OLLAMA_KEEP_ALIVE", "unset", "how long Ollama keeps the model loaded after a call (a Go duration; negative: for good); unset: the server's default (5m)"},
+	{"CTXFLOW_OLLAMA_PULL", "never", "`missing`: a worker whose model Ollama lacks pulls it at start-up, logging the progress; `never`: it names `ollama pull <model>` in its log and answers offline"},
 	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama`, `openai` (the OpenAI-compatible server at `CTXFLOW_OPENAI_BASE_URL`) or `offline`"},
 	{"CTXFLOW_OPENAI_BASE_URL", "unset", "with `CTXFLOW_MODEL_PROVIDER=openai` (and then required): the server's OpenAI-compatible base URL, the part before `/chat/completions`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:8080/v1` (llama.cpp), `http://127.0.0.1:1234/v1` (LM Studio), `https://api.openai.com/v1`; chat and embeddings go there"},
 	{"CTXFLOW_OPENAI_API_KEY", "unset", "its API key, sent as `Authorization: Bearer`; unset: none (a local server)"},
@@ -132,7 +141,7 @@ var Vars = []Var{
 	{"DATABASE_URL", "unset", "PostgreSQL of the transcripts when `CTXFLOW_TRANSCRIPT_STORE=postgres` (`postgres://user:password@host:5432/db`; `pool_max_conns=N` sizes a worker's pool); workers migrate its schema at start-up, `ctxflow migrate` does it alone"},
 	{"CTXFLOW_LLM_MODEL", "qwen2.5:0.5b", "default chat model of new sessions"},
 	{"CTXFLOW_EMBEDDING_MODEL", "bge-m3:latest", "default embedding model of new sessions"},
-	{"CTXFLOW_ALT_EMBEDDING_MODELS", "offline", "embedders tried, in order, when the collection's dimension is not the embedding model's (comma-separated Ollama models; `offline` is the built-in n-gram embedder, 384 dimensions)"},
+	{"CTXFLOW_ALT_EMBEDDING_MODELS", "offline", "embedders tried, in order, when the collection's dimension is not the embedding model's (comma-separated models of the chat provider's server, Ollama or the OpenAI-compatible one; `offline` is the built-in n-gram embedder, 384 dimensions)"},
 	{"CONTEXT_MAX_TOKENS", "4000", "default token budget of the model view"},
 	{"SUMMARY_TRIGGER_THRESHOLD", "3000", "default token count above which older history is summarised"},
 	{"LLM_TIMEOUT", "60s", "start-to-close timeout of one model call (an activity)"},
@@ -178,6 +187,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		MaxUploadBytes:      int64(p.int("CTXFLOW_MAX_UPLOAD_BYTES", 32<<20)),
 		IngestWaitTimeout:   p.dur("CTXFLOW_INGEST_WAIT_TIMEOUT", 5*time.Minute),
 		OllamaHost:          p.str("OLLAMA_HOST", "http://127.0.0.1:11434"),
+		OllamaNumCtx:        p.int("CTXFLOW_OLLAMA_NUM_CTX", 8192),
+		OllamaKeepAlive:     p.dur("CTXFLOW_OLLAMA_KEEP_ALIVE", 0),
+		OllamaPull:          p.str("CTXFLOW_OLLAMA_PULL", "never"),
 		ModelProvider:       p.str("CTXFLOW_MODEL_PROVIDER", "auto"),
 		Collection:          p.str("CTXFLOW_COLLECTION", "rag_documents"),
 		VectorStore:         p.str("CTXFLOW_VECTOR_STORE", "embedded"),
@@ -277,6 +289,12 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if u, err := url.Parse(c.OpenAIBaseURL); c.OpenAIBaseURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OPENAI_BASE_URL %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1", c.OpenAIBaseURL))
+	}
+	if c.OllamaNumCtx < 512 || c.OllamaNumCtx > 1<<21 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OLLAMA_NUM_CTX %d: want 512 to 2097152", c.OllamaNumCtx))
+	}
+	if c.OllamaPull != "never" && c.OllamaPull != "missing" {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OLLAMA_PULL %q: want never or missing", c.OllamaPull))
 	}
 	if c.TemporalCompression != "auto" && c.TemporalCompression != "gzip" && c.TemporalCompression != "none" {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TEMPORAL_COMPRESSION %q: want auto, gzip or none", c.TemporalCompression))

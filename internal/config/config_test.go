@@ -47,6 +47,8 @@ func TestDefaults(t *testing.T) {
 		MaxUploadBytes:      32 << 20,
 		IngestWaitTimeout:   5 * time.Minute,
 		OllamaHost:          "http://127.0.0.1:11434",
+		OllamaNumCtx:        8192,
+		OllamaPull:          "never",
 		ModelProvider:       "auto",
 		Collection:          "rag_documents",
 		AltEmbeddingModels:  []string{"offline"},
