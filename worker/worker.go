@@ -25,6 +25,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities/milvus"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/ollama"
+	"github.com/ctxflow/ctxflow/activities/openai"
 	"github.com/ctxflow/ctxflow/activities/pgtranscript"
 	"github.com/ctxflow/ctxflow/activities/sqltools"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
@@ -232,24 +233,37 @@ func openVectorStore(ctx context.Context, cfg config.Config, e activities.Embedd
 
 // embedders lists the chosen embedder, then the configured alternatives
 // (dimension adaptation): "offline" is the built-in embedder, other names
-// are Ollama models (usable only when chat runs on Ollama).
+// are models of the chat model's server, Ollama or the OpenAI-compatible
+// one (usable only when chat runs on one).
 func embedders(chat activities.ChatModel, chosen activities.Embedder, chosenModel string, alts []string) []activities.NamedEmbedder {
 	out := []activities.NamedEmbedder{{Embedder: chosen, Model: chosenModel}}
 	seen := map[string]bool{chosenModel: true}
-	client, isOllama := chat.(*ollama.Client)
+	server := serverEmbedder(chat)
 	for _, m := range alts {
 		switch {
 		case seen[m]:
 		case m == offline.ModelName:
 			out = append(out, activities.NamedEmbedder{Embedder: &offline.Engine{}, Model: m})
-		case isOllama:
-			out = append(out, activities.NamedEmbedder{Embedder: client, Model: m})
+		case server != nil:
+			out = append(out, activities.NamedEmbedder{Embedder: server, Model: m})
 		default:
 			continue
 		}
 		seen[m] = true
 	}
 	return out
+}
+
+// serverEmbedder is the chat model's server as an embedder: Ollama or the
+// OpenAI-compatible one; nil for the offline engine.
+func serverEmbedder(chat activities.ChatModel) activities.Embedder {
+	switch c := chat.(type) {
+	case *ollama.Client:
+		return c
+	case *openai.Client:
+		return c
+	}
+	return nil
 }
 
 // checkDimension logs which embedder will search the collection, or why
@@ -266,9 +280,22 @@ func checkDimension(ctx context.Context, rag *activities.RAG, cfg config.Config,
 	log.Info("knowledge base embedder", "collection", cfg.Collection, "embedder", model)
 }
 
-// chooseEmbedder embeds with Ollama when it serves chat and has the
-// embedding model, else with the offline engine's hashed n-grams.
+// chooseEmbedder embeds with the server of the chat model when it has the
+// embedding model (Ollama) or embeds with it (an OpenAI-compatible server,
+// asked once), else with the offline engine's hashed n-grams.
 func chooseEmbedder(ctx context.Context, chat activities.ChatModel, cfg config.Config, log *slog.Logger) (activities.Embedder, string) {
+	if client, ok := chat.(*openai.Client); ok {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		n, err := client.Dimension(pctx, cfg.Session.EmbeddingModel)
+		if err == nil {
+			log.Info("embedder: the OpenAI-compatible server", "model", cfg.Session.EmbeddingModel, "dimension", n)
+			return client, cfg.Session.EmbeddingModel
+		}
+		log.Warn("embedder: offline n-grams, the OpenAI-compatible server does not embed with the embedding model",
+			"model", cfg.Session.EmbeddingModel, "error", err)
+		return &offline.Engine{}, offline.ModelName
+	}
 	if client, ok := chat.(*ollama.Client); ok {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
@@ -281,12 +308,28 @@ func chooseEmbedder(ctx context.Context, chat activities.ChatModel, cfg config.C
 	return &offline.Engine{}, offline.ModelName
 }
 
+// openAIModel is the adapter of the OpenAI-compatible server (provider
+// "openai"). As provider "ollama", it is not asked anything at start-up:
+// its first call says what is wrong.
+func openAIModel(cfg config.Config, log *slog.Logger) (activities.ChatModel, string, error) {
+	client, err := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Logger: log})
+	if err != nil {
+		return nil, "", err
+	}
+	log.Info("model provider: openai-compatible server (CTXFLOW_MODEL_PROVIDER=openai)",
+		"base_url", client.BaseURL(), "model", cfg.Session.LLMModel, "api_key_set", cfg.OpenAIAPIKey != "")
+	return client, "openai", nil
+}
+
 // chooseModel picks the chat model provider.
 func chooseModel(ctx context.Context, cfg config.Config, tok convo.Tokenizer, log *slog.Logger) (activities.ChatModel, string, error) {
 	offlineEngine := &offline.Engine{Tokenizer: tok}
 	if cfg.ModelProvider == "offline" {
 		log.Info("model provider: offline engine (CTXFLOW_MODEL_PROVIDER=offline)")
 		return offlineEngine, offline.ModelName, nil
+	}
+	if cfg.ModelProvider == "openai" {
+		return openAIModel(cfg, log)
 	}
 	// The adapter gives up a little before the activity does, so that a slow
 	// model is reported as a model timeout rather than an activity timeout.

@@ -2,11 +2,17 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/offline"
+	"github.com/ctxflow/ctxflow/activities/openai"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
@@ -45,5 +51,65 @@ func TestChooseModel(t *testing.T) {
 				t.Fatalf("engine = %q, %v; want %q", engine, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestChooseOpenAI: provider openai is the OpenAI-compatible server, not
+// asked anything to be chosen; it embeds there when the server embeds with
+// the embedding model, offline otherwise, and serves the alternatives.
+func TestChooseOpenAI(t *testing.T) {
+	var chats atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Model string `json:"model"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if r.URL.Path != "/v1/embeddings" || body.Model != "bge-m3:latest" {
+			chats.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":{"message":"no such model"}}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"list","model":"bge-m3:latest","data":[{"object":"embedding","index":0,"embedding":[0.6,0.8,0]}]}`))
+	}))
+	defer srv.Close()
+	tok, err := tiktoken.New("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	cfg, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ModelProvider, cfg.OpenAIBaseURL = "openai", srv.URL+"/v1"
+
+	model, engine, err := chooseModel(context.Background(), cfg, tok, log)
+	client, ok := model.(*openai.Client)
+	if err != nil || engine != "openai" || !ok || client.BaseURL() != srv.URL+"/v1" {
+		t.Fatalf("chooseModel = %T %q, %v; want the openai adapter on %s/v1", model, engine, err, srv.URL)
+	}
+	if n := chats.Load(); n != 0 {
+		t.Errorf("choosing the provider sent %d requests", n)
+	}
+
+	emb, name := chooseEmbedder(context.Background(), model, cfg, log)
+	if emb != activities.Embedder(client) || name != "bge-m3:latest" {
+		t.Errorf("chooseEmbedder = %T %q, want the server's bge-m3:latest", emb, name)
+	}
+	embs := embedders(model, emb, name, []string{"offline", "nomic-embed-text"})
+	if len(embs) != 3 || embs[2].Embedder != activities.Embedder(client) || embs[2].Model != "nomic-embed-text" {
+		t.Errorf("embedders = %+v, want the server, offline, then the server's nomic-embed-text", embs)
+	}
+
+	cfg.Session.EmbeddingModel = "not-served"
+	if emb, name := chooseEmbedder(context.Background(), model, cfg, log); name != offline.ModelName {
+		t.Errorf("a server without the embedding model: chooseEmbedder = %T %q, want offline", emb, name)
+	}
+
+	cfg.OpenAIBaseURL = "not a URL"
+	if _, _, err := chooseModel(context.Background(), cfg, tok, log); err == nil {
+		t.Error("a bad base URL was accepted")
 	}
 }
