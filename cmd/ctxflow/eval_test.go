@@ -115,3 +115,25 @@ func TestEvalCommandErrors(t *testing.T) {
 		t.Errorf("ctxflow eval on a malformed set = %d, want 1", code)
 	}
 }
+
+// On a terminal the progress is a bar redrawn in place, ended with the
+// time; elsewhere one count line at the end (and one every progressEvery).
+func TestEvalProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := &countProgress{w: &b, tty: true, name: "zh"}
+	p.update(1, 4)
+	p.update(4, 4)
+	p.end(true)
+	if s := b.String(); !strings.HasPrefix(s, "\r[######------------------] 1/4 zh\r[########################] 4/4 zh\r[########################] 4/4 zh in ") || !strings.HasSuffix(s, " s\n") {
+		t.Errorf("bar %q", s)
+	}
+	b.Reset()
+	p = newCountProgress(&b, "zh")
+	for i := 1; i <= 4; i++ {
+		p.update(i, 4)
+	}
+	p.end(false)
+	if b.String() != "zh: 4/4 cases failed\n" {
+		t.Errorf("plain progress %q", b.String())
+	}
+}
