@@ -77,7 +77,7 @@ func parseEval(args []string, errOut io.Writer) (evalOptions, error) {
 }
 
 // evalSet loads, indexes and measures one set, with its detail tables on
-// out when asked.
+// out when asked (on errOut when the JSON goes to stdout).
 func evalSet(ctx context.Context, path string, o evalOptions, out, errOut io.Writer) (eval.Metrics, error) {
 	start := time.Now()
 	set, err := eval.Load(ctx, path, o.Limit)
@@ -93,6 +93,9 @@ func evalSet(ctx context.Context, path string, o evalOptions, out, errOut io.Wri
 		return m, fmt.Errorf("eval: %w", err)
 	}
 	if o.Detail && len(set.Gold) > 0 {
+		if o.JSON == "-" { // stdout is the JSON's
+			out = errOut
+		}
 		if err := writeDetail(ctx, set, out); err != nil {
 			return m, fmt.Errorf("eval: %w", err)
 		}
