@@ -308,6 +308,43 @@ func chooseEmbedder(ctx context.Context, chat activities.ChatModel, cfg config.C
 	return &offline.Engine{}, offline.ModelName
 }
 
+// OllamaClient is the Ollama adapter as cfg configures it: num_ctx on every
+// call, the keep-alive, and a per-call bound a little under the activity's,
+// so that a slow model is reported as a model timeout rather than an
+// activity timeout.
+func OllamaClient(cfg config.Config) (*ollama.Client, error) {
+	client, err := ollama.New(ollama.Config{
+		Host: cfg.OllamaHost, Timeout: cfg.Limits.LLMTimeout * 9 / 10,
+		NumCtx: cfg.OllamaNumCtx, KeepAlive: cfg.OllamaKeepAlive,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ollama: %w", err)
+	}
+	return client, nil
+}
+
+// pull downloads model to the server, logging its progress at most every
+// 10% of each layer (and each new status).
+func pull(ctx context.Context, client *ollama.Client, model string, log *slog.Logger) error {
+	log.Info("ollama: pulling the model (CTXFLOW_OLLAMA_PULL=missing)", "model", model)
+	last, lastPct := "", -10
+	err := client.Pull(ctx, model, func(status string, completed, total int64) {
+		pct := -1
+		if total > 0 {
+			pct = int(100 * completed / total)
+		}
+		if status != last || pct >= lastPct+10 {
+			log.Info("ollama pull", "model", model, "status", status, "percent", pct)
+			last, lastPct = status, pct
+		}
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("ollama: model pulled", "model", model)
+	return nil
+}
+
 // openAIModel is the adapter of the OpenAI-compatible server (provider
 // "openai"). As provider "ollama", it is not asked anything at start-up:
 // its first call says what is wrong.
@@ -331,11 +368,9 @@ func chooseModel(ctx context.Context, cfg config.Config, tok convo.Tokenizer, lo
 	if cfg.ModelProvider == "openai" {
 		return openAIModel(cfg, log)
 	}
-	// The adapter gives up a little before the activity does, so that a slow
-	// model is reported as a model timeout rather than an activity timeout.
-	client, err := ollama.New(ollama.Config{Host: cfg.OllamaHost, Timeout: cfg.Limits.LLMTimeout * 9 / 10})
+	client, err := OllamaClient(cfg)
 	if err != nil {
-		return nil, "", fmt.Errorf("ollama: %w", err)
+		return nil, "", err
 	}
 	if cfg.ModelProvider == "ollama" {
 		log.Info("model provider: ollama (CTXFLOW_MODEL_PROVIDER=ollama)", "host", client.Host())
@@ -348,8 +383,13 @@ func chooseModel(ctx context.Context, cfg config.Config, tok convo.Tokenizer, lo
 		why = "ollama does not answer: " + err.Error()
 	} else if ok, err := client.HasModel(pctx, cfg.Session.LLMModel); err != nil {
 		why = "ollama model check failed: " + err.Error()
+	} else if !ok && cfg.OllamaPull == "missing" {
+		cancel() // a pull takes as long as the download
+		if err := pull(ctx, client, cfg.Session.LLMModel, log); err != nil {
+			why = "ollama pull failed: " + err.Error()
+		}
 	} else if !ok {
-		why = fmt.Sprintf("ollama has no model %q (ollama pull %s)", cfg.Session.LLMModel, cfg.Session.LLMModel)
+		why = fmt.Sprintf("ollama has no model %q: run `ollama pull %s`, or set CTXFLOW_OLLAMA_PULL=missing", cfg.Session.LLMModel, cfg.Session.LLMModel)
 	}
 	if why != "" {
 		log.Warn("model provider: offline engine, answers are extractive and labelled as such", "reason", why)

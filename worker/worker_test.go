@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -30,14 +31,18 @@ func TestChooseModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pullable := httptest.NewServer(fakeollama.New(fakeollama.Options{Models: []string{"llama3:latest"}}))
+	defer pullable.Close()
 	tests := []struct {
 		name, provider, host, want string
+		pull                       string
 	}{
-		{"auto picks ollama with the model", "auto", withModel.URL, "ollama"},
-		{"auto falls back without the model", "auto", withoutModel.URL, "offline"},
-		{"auto falls back when ollama is down", "auto", down.URL, "offline"},
-		{"offline is offline", "offline", withModel.URL, "offline"},
-		{"ollama stays ollama even when down", "ollama", down.URL, "ollama"},
+		{name: "auto pulls a missing model when asked", provider: "auto", host: pullable.URL, want: "ollama", pull: "missing"},
+		{name: "auto picks ollama with the model", provider: "auto", host: withModel.URL, want: "ollama"},
+		{name: "auto falls back without the model", provider: "auto", host: withoutModel.URL, want: "offline"},
+		{name: "auto falls back when ollama is down", provider: "auto", host: down.URL, want: "offline", pull: "missing"},
+		{name: "offline is offline", provider: "offline", host: withModel.URL, want: "offline"},
+		{name: "ollama stays ollama even when down", provider: "ollama", host: down.URL, want: "ollama"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,7 +50,7 @@ func TestChooseModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.ModelProvider, cfg.OllamaHost = tc.provider, tc.host
+			cfg.ModelProvider, cfg.OllamaHost, cfg.OllamaPull = tc.provider, tc.host, cmp.Or(tc.pull, "never")
 			_, engine, err := chooseModel(context.Background(), cfg, tok, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil || engine != tc.want {
 				t.Fatalf("engine = %q, %v; want %q", engine, err, tc.want)

@@ -359,6 +359,20 @@ type apiPorts struct {
 	dev         bool // `ctxflow dev`: loopback unless CTXFLOW_HTTP_ADDR says otherwise
 }
 
+// modelContext is what the API asks for a session's model context: the
+// Ollama server's, unless the model provider is another.
+func modelContext(cfg config.Config, log *slog.Logger) api.ModelContext {
+	if cfg.ModelProvider != "auto" && cfg.ModelProvider != "ollama" {
+		return nil
+	}
+	client, err := worker.OllamaClient(cfg)
+	if err != nil {
+		log.Warn("session configurations are not checked against the model's context", "error", err)
+		return nil
+	}
+	return client
+}
+
 func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Client, tel *telemetry.Telemetry, shared apiPorts, ready func(string)) error {
 	uploads, err := filepath.Abs(cfg.Uploads())
 	if err != nil {
@@ -381,7 +395,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
 		IngestWaitTimeout: cfg.IngestWaitTimeout, MaxInFlight: cfg.MaxInFlight, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
-		Metrics: tel.Handler(), TokenSecret: secret,
+		Metrics: tel.Handler(), TokenSecret: secret, Models: modelContext(cfg, log),
 	}).Handler()
 	addr := cfg.ListenAddr(shared.dev)
 	ln, err := net.Listen("tcp", addr)

@@ -9,6 +9,7 @@
 //	GET  /api/version     {"version": "0.17.4"}
 //	GET  /api/tags        the models of Options.Models
 //	POST /api/show        a model's details, or 404 {"error":"model 'x' not found"}
+//	POST /api/pull        any model, with three progress messages: served from then on
 //	POST /api/chat        NDJSON stream (default) or one JSON object ("stream": false);
 //	                      unknown model: 404 {"error":"model \"x\" not found, try pulling it first"}
 //
@@ -30,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,6 +141,7 @@ func New(opts Options) *Fake {
 	f.mux.HandleFunc("GET /api/tags", f.handleTags)
 	f.mux.HandleFunc("POST /api/show", f.handleShow)
 	f.mux.HandleFunc("POST /api/chat", f.handleChat)
+	f.mux.HandleFunc("POST /api/pull", f.handlePull)
 	return f
 }
 
@@ -203,7 +206,34 @@ func (f *Fake) LastChat() (req ChatRequestLite, ok bool) {
 }
 
 // HasModel reports whether the fake claims to have the model called name.
-func (f *Fake) HasModel(name string) bool { return f.known[normalize(name)] }
+func (f *Fake) HasModel(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.known[normalize(name)]
+}
+
+// handlePull "downloads" any model: it streams three progress messages
+// and the model is served from then on.
+func (f *Fake) handlePull(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model == "" {
+		writeError(w, http.StatusBadRequest, "model is required")
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(map[string]any{"status": "pulling manifest"})
+	_ = enc.Encode(map[string]any{"status": "pulling 0123abcd", "digest": "sha256:0123abcd", "total": 1 << 20, "completed": 1 << 19})
+	f.mu.Lock()
+	if !f.known[normalize(req.Model)] {
+		f.known[normalize(req.Model)] = true
+		f.models = append(f.models, req.Model)
+	}
+	f.mu.Unlock()
+	_ = enc.Encode(map[string]any{"status": "success"})
+}
 
 // DefaultReply is the reply used when Options.Reply is nil and the request
 // has no format: "answer N to: LAST", N being the number of user messages and
@@ -254,8 +284,11 @@ func (f *Fake) handleTags(w http.ResponseWriter, _ *http.Request) {
 		Digest     string      `json:"digest"`
 		Details    detailsWire `json:"details"`
 	}
-	models := make([]model, 0, len(f.models))
-	for _, name := range f.models {
+	f.mu.Lock()
+	names := slices.Clone(f.models)
+	f.mu.Unlock()
+	models := make([]model, 0, len(names))
+	for _, name := range names {
 		sum := sha256.Sum256([]byte(name))
 		models = append(models, model{
 			Name:       name,
