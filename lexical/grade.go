@@ -28,15 +28,17 @@ type keyword struct {
 	entity bool
 }
 
-// zhQuestionWords carry no topic: they are dropped from Chinese keywords.
-var zhQuestionWords = []string{"为什么", "怎么样", "是什么", "什么", "怎么", "多少", "哪里", "哪个", "哪些", "如何", "是否",
+// zhQuestionWords carry no topic: they are dropped from Chinese keywords
+// (longest first where one contains another).
+var zhQuestionWords = []string{"什么时候", "为什么", "怎么样", "是什么", "多少钱", "什么", "怎么", "多少", "多久", "多大", "多长",
+	"时候", "哪里", "哪个", "哪些", "哪款", "哪种", "哪家", "哪部", "如何", "是否",
 	"有没有", "是不是", "能不能", "可不可以", "请问", "告诉我", "一下", "介绍", "知道", "可以", "我们", "你们", "我", "你",
 	"吗", "呢", "吧", "啊", "呀", "的", "了", "是", "有", "在", "和", "与", "及", "也", "都", "就", "还", "很", "请", "把",
 	"被", "给", "对", "从", "这", "那", "它", "他", "她", "个", "些", "么", "要", "会", "能", "想"}
 
 // keywords returns the query's terms: its entities (weight 2), its English
-// content words and its Chinese content fragments (weight 1), lower case
-// and without duplicates.
+// content words and its Chinese content words ([zhKeywords]) (weight 1),
+// lower case and without duplicates.
 func keywords(q string) []keyword {
 	var out []keyword
 	seen := map[string]bool{}
@@ -61,7 +63,7 @@ func keywords(q string) []keyword {
 				add(stem(w), 1, false)
 			}
 		case tokCJK:
-			for _, f := range zhFragments(t.text) {
+			for _, f := range zhKeywords(t.text) {
 				add(f, 1, false)
 			}
 		}

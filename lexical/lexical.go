@@ -4,8 +4,8 @@
 // the corrective loop's relevance filter reads, small-talk detection,
 // keyword and entity extraction for Chinese and English, sentence
 // splitting and the hashed character-n-gram embedder. It imports the
-// standard library and convo only; the offline engine (activities/offline)
-// is built on it.
+// standard library, convo and a Chinese word segmenter (segment.go) only;
+// the offline engine (activities/offline) is built on it.
 package lexical
 
 import (
@@ -57,7 +57,7 @@ func IsSmallTalk(text string) bool { return isSmallTalk(strings.TrimSpace(text))
 func SmallTalkKind(text string) string { return smallTalkKind(text) }
 
 // Keyword is a term of a query: an entity, an English word or a Chinese
-// fragment, with its weight.
+// word, with its weight.
 type Keyword struct {
 	Text   string // lower case
 	Weight float64

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Enforces the dependency rules of DESIGN.md §1:
 #   convo      imports the standard library only (directly and transitively);
-#   lexical    imports the standard library and convo only;
+#   lexical    imports the standard library, convo and the Chinese segmenter
+#              (github.com/go-ego/gse, pure Go, and its trie) only;
 #   workflows  imports the standard library, Temporal's SDK/API, convo and
 #              activities (for method references) - and nothing it pulls in
 #              transitively may be a vendor SDK (gin, ollama, openai, tiktoken,
@@ -20,10 +21,11 @@ for p in $(go list ./convo/...); do
   if [ -n "$bad" ]; then echo "depcheck: $p imports non-standard packages:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 done
 
-# lexical: the standard library and convo, nothing else.
+# lexical: the standard library, convo and the segmenter, nothing else.
 for p in $(go list ./lexical/...); do
-  bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$p" | grep -v -e "^$mod/lexical" -e "^$mod/convo" || true)
-  if [ -n "$bad" ]; then echo "depcheck: $p imports more than the standard library and convo:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+  bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$p" |
+    grep -v -e "^$mod/lexical" -e "^$mod/convo" -e "^github.com/go-ego/gse\(/\|$\)" -e "^github.com/vcaesar/cedar$" || true)
+  if [ -n "$bad" ]; then echo "depcheck: $p imports more than the standard library, convo and the segmenter:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 done
 
 # workflows: direct imports from an allow-list.
