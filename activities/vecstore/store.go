@@ -1,8 +1,8 @@
 // Package vecstore is the embedded, persistent VectorStore: dense cosine
 // search over the chunks' vectors (an exact scan for small collections and
 // selective filters, an HNSW graph above; see ann.go), keyword BM25 search
-// on a bleve (scorch) index with a CJK-bigram analyser, and hybrid search
-// fusing both by reciprocal rank.
+// on a bleve (scorch) index whose analyser adds Chinese words to CJK
+// bigrams (analyzer.go), and hybrid search fusing both by reciprocal rank.
 //
 // The chunk log (see log.go) is the source of truth for chunks (id,
 // document, text, metadata, unit vector): every write is appended to it and
@@ -46,7 +46,6 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
-	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
@@ -204,10 +203,10 @@ func (s *Store) release() {
 func newMapping() mapping.IndexMapping {
 	im := bleve.NewIndexMapping()
 	im.ScoringModel = index.BM25Scoring
-	im.DefaultAnalyzer = cjk.AnalyzerName
+	im.DefaultAnalyzer = analyzerName
 	doc := bleve.NewDocumentStaticMapping()
 	tf := bleve.NewTextFieldMapping()
-	tf.Analyzer = cjk.AnalyzerName
+	tf.Analyzer = analyzerName
 	tf.Store = false
 	tf.IncludeInAll = false
 	tf.IncludeTermVectors = false
@@ -363,8 +362,9 @@ func (s *Store) compactIfDue() error {
 }
 
 // openText opens the keyword index, or rebuilds it from the chunks when
-// the previous process did not close cleanly, rebuild is set, or it does
-// not match them.
+// the previous process did not close cleanly, rebuild is set, it does not
+// match them, or it was analysed otherwise (an index written before the
+// Chinese segmenter: the questions must be analysed as the chunks were).
 func (s *Store) openText(rebuild bool) error {
 	textDir := filepath.Join(s.dir, "text")
 	_, dirtyErr := os.Stat(filepath.Join(s.dir, "dirty"))
@@ -373,7 +373,7 @@ func (s *Store) openText(rebuild bool) error {
 		text, err := bleve.OpenUsing(textDir, cfg)
 		if err == nil {
 			n, cerr := text.DocCount()
-			if cerr == nil && int(n) == len(s.chunks) {
+			if cerr == nil && int(n) == len(s.chunks) && textAnalyzer(text) == analyzerName {
 				s.text = text
 				return nil
 			}
@@ -414,6 +414,9 @@ func (s *Store) openText(rebuild bool) error {
 	}
 	return nil
 }
+
+// textAnalyzer names the analyzer of idx's text field.
+func textAnalyzer(idx bleve.Index) string { return idx.Mapping().AnalyzerNameForPath(fieldText) }
 
 func isLocked(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "timeout")
