@@ -66,8 +66,8 @@ func entities(s string) []entity {
 				continue
 			}
 			run, at := t.text, t.start
-			if i > 0 && toks[i-1].kind == tokWord && toks[i-1].end == t.start && isNumber(toks[i-1].text) {
-				// "5999元起": the unit belongs to the number.
+			if i > 0 && toks[i-1].kind == tokWord && strings.TrimSpace(s[toks[i-1].end:t.start]) == "" && isNumber(toks[i-1].text) {
+				// "5999元起", "14 张表": the unit belongs to the number.
 				if r, n := utf8.DecodeRuneInString(run); strings.ContainsRune(unitRunes, r) {
 					run, at = run[n:], at+n
 				}
@@ -121,7 +121,8 @@ var nameJoiners = setOf("of the and de la le von van der den du da di del y &")
 // notNames are capitalised words that do not name a topic: months, days,
 // titles.
 var notNames = setOf(`january february march april may june july august september october november december jan feb mar
-apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday mr mrs ms dr st mt prof sir`)
+apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday mr mrs ms dr st mt prof sir
+list show find search explain describe compare summarize summarise continue retry`)
 
 // compass words and nationality adjectives describe rather than name.
 var compass = setOf("north south east west northern southern eastern western central centre center")
@@ -160,7 +161,7 @@ func isOrdinal(w string) bool {
 // isProductWord reports whether w mixes letters and digits ("Mate60",
 // "9000s") or is camel-cased ("iPhone").
 func isProductWord(w string) bool {
-	if isOrdinal(w) {
+	if isOrdinal(w) || isQuantity(w) {
 		return false
 	}
 	if hasDigit(w) && hasLetter(w) {
@@ -168,6 +169,13 @@ func isProductWord(w string) bool {
 	}
 	r, size := utf8.DecodeRuneInString(w)
 	return unicode.IsLower(r) && strings.ContainsFunc(w[size:], unicode.IsUpper)
+}
+
+// isQuantity reports whether w is a number joined to its unit by a hyphen:
+// "7-day", "18-to-49-year-old", "24-hour", "3-D".
+func isQuantity(w string) bool {
+	i := strings.IndexFunc(w, func(r rune) bool { return !unicode.IsDigit(r) })
+	return i > 0 && w[i] == '-'
 }
 
 func isPossessive(w string) bool {
@@ -189,8 +197,12 @@ func nameish(w string) bool {
 		return true
 	}
 	l := strings.ToLower(w)
-	return isCapitalised(w) && !stopwords[l] && !notNames[l]
+	return isCapitalised(w) && !stopwords[l] && !notNames[l] && !codeWords[w]
 }
+
+// codeWords are SQL's keywords as code writes them ("SELECT count(*)"): a
+// query quoted in an answer names no topic.
+var codeWords = setOf("SELECT FROM WHERE JOIN GROUP ORDER BY LIMIT COUNT INSERT UPDATE DELETE AS AND OR NOT NULL ON IN HAVING DISTINCT")
 
 // nameRun reads the name starting at toks[i], if any: name-ish words,
 // numbers after them and joiners between them. It returns the index after
@@ -243,6 +255,9 @@ var cjkStrip = []string{
 	"嗯嗯", "嗯", "哈哈哈", "哈哈", "呵呵", "哇", "诶", "哎呀", "哎", "嘤", "啊", "哦", "噢", "对啊", "对", "这是",
 	"那是", "就是", "是", "这个", "那个", "这款", "那款", "这部", "那部", "你们", "我们", "你", "我", "给你", "给我",
 	"今天", "明天", "昨天", "现在", "最近", "其实", "所以", "但是", "可是", "因为", "如果", "还是", "准备",
+	// Commands: "告诉我华为的价格", "列出所有的表".
+	"告诉我", "告诉", "帮我", "帮忙", "列出", "列一下", "查一下", "查查", "查询", "搜索", "搜一下", "显示", "找一下",
+	"给我看", "看看", "所有的", "所有", "全部的", "全部",
 }
 
 // cjkBoundaryWords end a CJK phrase (a particle, a predicate or a question
@@ -280,6 +295,7 @@ const cjkTopicEnds = "吗呢是么"
 func cjkPhrases(run string, pos int) []entity {
 	var out []entity
 	add := func(p string, at int, kind entKind) {
+		p, at = trimMeasures(p, at)
 		n := utf8.RuneCountInString(p)
 		if n < 2 || n > 8 || cjkNotEntities[p] {
 			return
@@ -351,6 +367,23 @@ func stripMeasure(s string) int {
 		return n + n2
 	}
 	return 0
+}
+
+// trimMeasures cuts the quantities off a phrase at byte offset at: a
+// leading numeral or demonstrative with its classifier and a trailing
+// numeral with its classifier ("每张表一条" → "表"), and a trailing
+// localiser ("数据库里" → "数据库").
+func trimMeasures(p string, at int) (string, int) {
+	k := stripMeasure(p)
+	p, at = p[k:], at+k
+	r := []rune(p)
+	if n := len(r); n >= 3 && strings.ContainsRune("里中内", r[n-1]) {
+		r = r[:n-1] // "数据库里" → "数据库"
+	}
+	if n := len(r); n >= 2 && strings.ContainsRune(measureRunes, r[n-1]) && strings.ContainsRune("一二两三四五六七八九十几每某", r[n-2]) {
+		r = r[:n-2]
+	}
+	return string(r), at
 }
 
 // cutPhrase returns the start of s up to the first boundary word or rune.

@@ -426,13 +426,9 @@ func trackTopic(history []convo.Message) string {
 	texts := make([]string, 0, len(history))
 	roles := make([]convo.Role, 0, len(history))
 	for _, m := range history {
-		switch m.Role {
-		case convo.RoleUser, convo.RoleAssistant, convo.RoleSystem:
-			// Citation ids of earlier answers ("[README.md#9-5dd9…]") are not topics.
-			if c := strings.TrimSpace(citation.ReplaceAllString(stripLabel(m.Content), "")); c != "" {
-				texts = append(texts, c)
-				roles = append(roles, m.Role)
-			}
+		if c := sourceText(m); c != "" {
+			texts = append(texts, c)
+			roles = append(roles, m.Role)
 		}
 	}
 	best := map[string]*scored{}

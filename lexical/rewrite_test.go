@@ -139,3 +139,51 @@ func TestRewriteIgnoresCitations(t *testing.T) {
 		t.Errorf("Rewrite = %+v: a citation id became the topic", r)
 	}
 }
+
+// The Mate60 conversation of issue 23 as the offline engine answers it: a
+// quoted sentence, then a bare heading.
+var mate60 = turns("介绍下华为Mate60", labelZH+"知识库摘录：\n- 华为Mate60是华为于2023年发布的旗舰手机，搭载麒麟9000s芯片。 [mate60.md#0-aa]",
+	"它的续航怎么样？", labelZH+"知识库摘录：\n- ## 电池与续航 [mate60.md#2-cc]")
+
+// TestRewriteTopicNotFromEngine: a topic is never taken from the engine's
+// own text, its labels, the user's command words or numbers (issue 23,
+// item 2).
+func TestRewriteTopicNotFromEngine(t *testing.T) {
+	greeted := turns("你好", labelZH+"你好！我以离线模式运行，没有语言模型，只能摘录知识库中的内容。想了解什么？")
+	tables := turns("数据库里有多少张表", "共 14 张表，1200 行：customers 100、orders 300。（每张表一条 SELECT count(*)）")
+	tests := []struct {
+		name, question string
+		history        []convo.Message
+		want           string // the query; "" for the question unchanged
+		notTopic       []string
+	}{
+		{"after a heading-only answer", "屏幕呢？", mate60, "华为Mate60的屏幕呢？", []string{"知识库摘录", "电池与续航"}},
+		{"a relation after a heading-only answer", "它的下一代是什么？", mate60, "华为Mate60的下一代是什么？", []string{"知识库摘录"}},
+		{"the engine's greeting", "它的价格是多少？", greeted, "", []string{"以离线模式运行", "离线模式"}},
+		{"the engine's greeting, a detail", "价格呢？", greeted, "", []string{"以离线模式运行"}},
+		{"a count with its unit", "有哪些表？", tables, "数据库有哪些表？", []string{"张表", "表一条", "SELECT"}},
+		{"a command and a progress line", "那它的价格呢？", turns("继续", "已完成：15 步 (run_sql ×5)"), "", []string{"继续", "已完成"}},
+		{"an English command", "how much is it?", turns("Tell me about the Pixel 8", "The Pixel 8 is Google's phone.", "Continue", "Done."), "how much is Pixel 8?", []string{"Continue"}},
+		{"the English label and lead-in", "what does it cost?", turns("Tell me about the Pixel 8",
+			labelEN+" From the knowledge base:\n- ## Pricing [pixel.md#1-aa]\n- The Pixel 8 costs $699. [pixel.md#2-bb]"), "what does Pixel 8 cost?", []string{"From", "Pricing"}},
+		{"a hyphenated quantity", "Did it last long?", turns("What about the 7-day trial?", "The 7-day trial ends on its own."), "", []string{"7-day"}},
+		{"an age range", "any awards", turns("who watched it?", "It had a 2.6 rating in the 18-to-49-year-old demographic."), "", []string{"18-to-49-year-old"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Rewrite(tc.question, tc.history)
+			want := tc.want
+			if want == "" {
+				want = tc.question
+			}
+			if got.Query != want {
+				t.Errorf("Query = %q, want %q (%+v)", got.Query, want, got)
+			}
+			for _, bad := range tc.notTopic {
+				if strings.Contains(got.Topic, bad) || strings.Contains(got.Query, bad) && !strings.Contains(tc.question, bad) {
+					t.Errorf("topic %q (query %q) taken from %q", got.Topic, got.Query, bad)
+				}
+			}
+		})
+	}
+}
