@@ -3,6 +3,7 @@ package lexical
 import (
 	"context"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -57,7 +58,7 @@ func Rewrite(question string, history []convo.Message) RewriteResult {
 	if trig.kind == trigPronoun && antecedentBefore(q, trig.start) {
 		return res
 	}
-	if trig.kind != trigPronoun && selfContained(q, trig.kind == trigShort) {
+	if trig.kind != trigPronoun && (selfContained(q, trig.kind == trigShort) || asksAbout(q)) {
 		return res
 	}
 	res.Query = applyRewrite(q, trig, res.Topic)
@@ -174,7 +175,7 @@ func blankSmallTalk(q string) string {
 			return q
 		}
 		b.WriteString(rest[:k])
-		if isSmallTalk(sent) {
+		if isSmallTalk(sent) || asksNothing(sent) {
 			b.WriteString(strings.Repeat(" ", len(sent)))
 		} else {
 			b.WriteString(sent)
@@ -183,6 +184,51 @@ func blankSmallTalk(q string) string {
 	}
 	b.WriteString(rest)
 	return b.String()
+}
+
+// asksNothing reports whether an English sentence neither asks nor names
+// anything: no question, and no word but function words, answers and
+// acknowledgements ("Yes please.", "I don't know.", "That is all of the info
+// that I needed.", "Of course!"). Nothing in it leans on the topic.
+func asksNothing(sent string) bool {
+	if isChinese(sent) || isQuestion(sent) {
+		return false
+	}
+	words := 0
+	for _, t := range scan(sent) {
+		if t.kind == tokCJK {
+			return false
+		}
+		if t.kind != tokWord {
+			continue
+		}
+		w := strings.ToLower(t.text)
+		if !stopwords[w] && !enPhatic[w] && !enAnswers[w] {
+			return false
+		}
+		words++
+	}
+	return words > 0
+}
+
+// enAnswers are words of answers and acknowledgements besides enPhatic's.
+var enAnswers = setOf("course ya yea takes took taken care done idea problem worries matter mind")
+
+// enQuestionWords start a question.
+var enQuestionWords = setOf(`what what's whats which who whom whose when where why how how's is are was were do does did can
+could will would shall should may might have has had am isn't aren't wasn't weren't don't doesn't didn't can't couldn't won't wouldn't`)
+
+// isQuestion reports whether sentence s asks: it ends with a question mark
+// or starts with a question word or an auxiliary.
+func isQuestion(s string) bool {
+	body := strings.TrimSpace(s)
+	if strings.HasSuffix(body, "?") || strings.HasSuffix(body, "？") {
+		return true
+	}
+	for _, t := range scan(body) {
+		return t.kind == tokWord && enQuestionWords[strings.ToLower(t.text)]
+	}
+	return false
 }
 
 // findPronoun finds the first pronoun of q that refers back.
@@ -352,6 +398,31 @@ func selfContained(q string, short bool) bool {
 	return content >= 2
 }
 
+// asksAbout reports whether q asks what, who, when or where something
+// named by a bare noun phrase is ("What is universalism?", "Who is
+// Namor?", "When was Brotherhood?"): it names its own subject. A phrase
+// with an article ("What is the address?") asks for an attribute of the
+// topic, and is not one.
+func asksAbout(q string) bool {
+	m := asksAboutEN.FindStringSubmatch(q)
+	if m == nil {
+		return false
+	}
+	words := strings.Fields(strings.ToLower(m[1]))
+	if len(words) == 0 || len(words) > 4 {
+		return false
+	}
+	for _, w := range words {
+		w = strings.Trim(w, ".,;:!?\"'“”‘’()")
+		if w == "" || stopwords[w] || enPronouns[w] || isNumber(w) || containsAny(w, enDetails) {
+			return false
+		}
+	}
+	return true
+}
+
+var asksAboutEN = regexp.MustCompile(`(?i)^\s*(?:what|who|when|where)(?:'s|’s|\s+is|\s+are|\s+was|\s+were)\s+(.+?)\s*[?？.!]*\s*$`)
+
 // hasSubject reports whether a Chinese question starts, after fillers, with
 // a personal subject and does not end on a verb that lacks its object:
 // "你会转笔吗" stands alone, "我也想吃" does not.
@@ -375,6 +446,42 @@ func hasSubject(q string) bool {
 func antecedentBefore(q string, k int) bool {
 	for _, e := range entities(q[:k]) {
 		if e.kind == entProduct || e.kind == entName {
+			return true
+		}
+	}
+	return earlierSentence(q, k)
+}
+
+// earlierSentence reports whether an English question holds, before the
+// sentence with byte offset k, a sentence of its own with two content
+// words or more, which a pronoun after it refers to ("... the same pay.
+// Isn't it usually different?").
+func earlierSentence(q string, k int) bool {
+	if isChinese(q) {
+		return false
+	}
+	start := 0
+	for _, sent := range sentences(q) {
+		at := strings.Index(q[start:], sent)
+		if at < 0 {
+			return false
+		}
+		at += start
+		if at+len(sent) > k {
+			return false
+		}
+		start = at + len(sent)
+		if isSmallTalk(sent) {
+			continue
+		}
+		content := 0
+		for _, t := range scan(sent) {
+			w := strings.ToLower(t.text)
+			if t.kind == tokWord && !stopwords[w] && !enPronouns[w] && !isNumber(w) && len(w) > 2 {
+				content++
+			}
+		}
+		if content >= 2 {
 			return true
 		}
 	}

@@ -187,3 +187,34 @@ func TestRewriteTopicNotFromEngine(t *testing.T) {
 		})
 	}
 }
+
+// TestRewriteLeavesSelfContained: a question that stands alone is left as
+// it is, whatever the history (issue 23, item 2).
+func TestRewriteLeavesSelfContained(t *testing.T) {
+	haraway := turns("Donna Haraway", "What did she say in her writings?", "She focused on the metaphors of primatology.")
+	tests := []struct {
+		name, question string
+		history        []convo.Message
+	}{
+		{"what is X, after the Mate60 turns", "What is ctxflow?", mate60},
+		{"what is X, a bare noun", "What is primatology?", haraway},
+		{"who is X", "Who is Namor", turns("Tell me about Franklin Storm", "Storm joined his sister in a space flight.")},
+		{"when was X", "When was Brotherhood?", turns("Was Low-Life an album?", "1985's Low-Life refined the two styles.")},
+		{"the antecedent in an earlier sentence", "I am curious why the members all receive the same pay. Isn't it usually different?",
+			turns("How many seasons does Friends have?", "Friends ran for ten seasons.")},
+		{"the topic named in lower case", "da vinci pizzeria serves italian food. it is in the north part of town.",
+			turns("I want a cheap restaurant in the north.", "The two restaurants are Da Vinci Pizzeria and Royal Spice.")},
+		{"an answer", "Yes please", turns("I would like a cheap Spanish restaurant.", "La Raza is a cheap Spanish restaurant. Would you like their phone number?")},
+		{"I don't know", "I don't know.", turns("Which French restaurant is closest?", "What area is closer to you, North or Centre?")},
+		{"a closing with a demonstrative", "Thank you.  That is all of the info that I needed.  goodbye.", turns("The address of Little Seoul?", "Little Seoul is at 108 Regent Street.")},
+		{"a closing with it", "No, that takes care of it. Thank you for your help.", turns("The phone number of Restaurant Two Two?", "Restaurant Two Two's number is 01223 351880.")},
+		{"of course", "Of course!", turns("Asian food in the north?", "Saigon City serves Asian Oriental food. Would you like the address?")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Rewrite(tc.question, tc.history); got.Changed {
+				t.Errorf("Rewrite(%q) = %q (topic %q, trigger %q), want it unchanged", tc.question, got.Query, got.Topic, got.Trigger)
+			}
+		})
+	}
+}
