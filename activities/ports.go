@@ -421,6 +421,19 @@ type VectorStore interface {
 	Info(ctx context.Context) (CollectionInfo, error)
 }
 
+// IntentClassifier names what a question asks for (seed 002: qa,
+// chitchat, task, continue, clarify) given the session's recent intents,
+// oldest first, with the probability it gives that label.
+type IntentClassifier interface {
+	Classify(question string, recent []string) (label string, confidence float64)
+}
+
+// IntentGuess is a classifier's answer.
+type IntentGuess struct {
+	Label      string  `json:"label"`
+	Confidence float64 `json:"confidence"`
+}
+
 // Rewriter makes a follow-up question stand alone from the conversation
 // before it ("how much is it?" → "how much is the Pixel 8?") and names the
 // conversation's topic (the entity a follow-up refers to), for retrieval

@@ -35,6 +35,9 @@ type Session struct {
 	Rewriter Rewriter
 	// SmallTalk tells greetings and thanks, which skip retrieval; may be nil.
 	SmallTalk SmallTalkDetector
+	// Intents classifies a turn's question (qa, chitchat, task, continue,
+	// clarify); may be nil.
+	Intents IntentClassifier
 	// Engine names the model provider in turn results ("ollama", "offline").
 	Engine string
 	// Broker streams answers as they are written; may be nil.
@@ -65,6 +68,10 @@ type LoadContextInput struct {
 	Fallback int `json:"fallback,omitempty"`
 	// Route asks which route the turn takes (see LoadContextResult.Route).
 	Route bool `json:"route,omitempty"`
+	// ClassifyIntent asks for the question's intent (LoadContextResult.Intent)
+	// given the session's recent intents, oldest first.
+	ClassifyIntent bool     `json:"classifyIntent,omitempty"`
+	RecentIntents  []string `json:"recentIntents,omitempty"`
 	// Linear asks for the question to hang below a leaf: if ParentID has
 	// grown since the session's state last saw it, the turns that grew
 	// there come back as LoadContextResult.Lost instead. Off for an edit or
@@ -128,6 +135,9 @@ type LoadContextResult struct {
 	Route string `json:"route,omitempty"`
 	// RouteReason says why, for the step trace.
 	RouteReason string `json:"routeReason,omitempty"`
+	// Intent is the classifier's guess when asked for; nil when there is
+	// no classifier.
+	Intent *IntentGuess `json:"intent,omitempty"`
 }
 
 // LoadContext stores the user's message (first, so it is never lost) and
@@ -197,6 +207,10 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 	}
 	if in.Route {
 		res.Route, res.RouteReason = a.route(ctx, in.Question)
+	}
+	if in.ClassifyIntent && a.Intents != nil {
+		label, p := a.Intents.Classify(in.Question, in.RecentIntents)
+		res.Intent = &IntentGuess{Label: label, Confidence: p}
 	}
 	return res, nil
 }

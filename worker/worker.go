@@ -126,7 +126,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
 			Knowledge: vectors, Rewriter: lexical.Rewriter{},
-			SmallTalk: lexical.SmallTalk{}, Broker: deltas,
+			SmallTalk: lexical.SmallTalk{}, Intents: lexical.NewIntents(nil), Broker: deltas,
 		},
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Parser: ingest.Parser{Tokenizer: tok}, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,

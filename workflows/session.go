@@ -19,6 +19,7 @@ var (
 	SAttrStatus     = temporal.NewSearchAttributeKeyKeyword("CtxStatus")
 	SAttrTurns      = temporal.NewSearchAttributeKeyInt64("CtxTurns")
 	SAttrLastIntent = temporal.NewSearchAttributeKeyKeyword("CtxLastIntent")
+	SAttrTopic      = temporal.NewSearchAttributeKeyKeyword("CtxTopic")
 	SAttrUpdatedAt  = temporal.NewSearchAttributeKeyTime("CtxUpdatedAt")
 )
 
@@ -689,6 +690,9 @@ func (s *session) publish(ctx workflow.Context) error {
 	if s.st.LastIntent != "" {
 		updates = append(updates, SAttrLastIntent.ValueSet(s.st.LastIntent))
 	}
+	if s.st.Topic != "" {
+		updates = append(updates, SAttrTopic.ValueSet(s.st.Topic))
+	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		return fmt.Errorf("upsert search attributes of %s: %w", s.key, err)
 	}
@@ -766,6 +770,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SAttrStatus.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SAttrTurns.GetName():      enumspb.INDEXED_VALUE_TYPE_INT,
 		SAttrLastIntent.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAttrTopic.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SAttrUpdatedAt.GetName():  enumspb.INDEXED_VALUE_TYPE_DATETIME,
 	}
 }

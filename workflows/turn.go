@@ -81,12 +81,23 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	s.st.ActiveLeaf = lc.UserMessageID
 
 	var gen activities.GenerateResult
+	route := lc.Route
+	if req.Kind == "" {
+		switch route = s.classify(ctx, lc, res); route {
+		case RouteTask:
+			req.Kind = KindTask // the question is the task's goal
+		case RouteContinue:
+			req.Kind = KindContinue
+		}
+	}
 	if req.Kind != "" {
 		if gen, err = s.runTask(ctx, req, cfg, res); err != nil {
 			s.refuse(res, "task", err)
 			return lostRunNow
 		}
-	} else if lc.Route == activities.RouteQA {
+	} else if route == RouteClarify {
+		gen = s.clarify(ctx, req, res)
+	} else if route == activities.RouteQA {
 		if gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, s.generateInput(req, cfg, lc), res); err != nil {
 			s.fail(res, "answer from the knowledge base", err)
 			return lostRunNow
@@ -124,6 +135,7 @@ func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg Session
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: parent,
 				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
 				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: route,
+				ClassifyIntent: req.Kind == "" && s.intents(ctx), RecentIntents: labels(s.st.Intents),
 				Linear: s.checkLost(ctx) && parent == s.st.ActiveLeaf && !s.st.LeafMoved,
 			}).Get(ctx, &lc)
 		if len(lc.Lost) > 0 {
@@ -265,6 +277,9 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		if rq.Rewritten {
 			countRewrite(ctx, "question")
 		}
+	}
+	if rq.Topic != "" {
+		s.st.Topic = rq.Topic
 	}
 	res.Topic = rq.Topic
 	var out CorrectiveResult

@@ -178,7 +178,7 @@ type TurnResult struct {
 	Answer         string      `json:"answer,omitempty"`
 	RewrittenQuery string      `json:"rewrittenQuery,omitempty"`
 	Topic          string      `json:"topic,omitempty"`
-	Intent         string      `json:"intent,omitempty"`
+	Intent         *Intent     `json:"intent,omitempty"`
 	RetrievedDocs  []Doc       `json:"retrievedDocs,omitempty"`
 	Steps          []Step      `json:"steps,omitempty"`
 	SessionInfo    SessionInfo `json:"sessionInfo"`
@@ -291,6 +291,11 @@ type SessionState struct {
 	// the model view is a fallback truncation.
 	SummaryDegraded string `json:"summaryDegraded,omitempty"`
 	LastIntent      string `json:"lastIntent,omitempty"`
+	// Intents are the session's last confident intents, oldest first
+	// (IntentHistorySize); Topic is what the conversation is about, as the
+	// rewriter last found it.
+	Intents []IntentRecord `json:"intents,omitempty"`
+	Topic   string         `json:"topic,omitempty"`
 	// Task is the session's current (or last) agent task; Facts what its
 	// tasks found, shown to every later task.
 	Task  *TaskRef              `json:"task,omitempty"`

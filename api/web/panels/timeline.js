@@ -64,12 +64,19 @@ function docs(list) {
         h('p.doc', {}, d.content || '(no text)'))))));
 }
 
+// intent shows a turn's intent: "qa 0.82 → qa", "(fell back)" when the
+// last confident intent stood in for a doubtful guess.
+function intent(it) {
+  if (!it) return null;
+  return `${it.label} ${it.confidence.toFixed(2)}${it.fellBack ? ' (fell back)' : ''}${it.route ? ` → ${it.route}` : ''}`;
+}
+
 // turn renders a whole turn result.
 export function turn(r, app) {
   const total = r.receivedAt && r.completedAt ? Date.parse(r.completedAt) - Date.parse(r.receivedAt) : null;
   const facts = [
     ['Turn', r.turnId], ['Status', r.type ? `${r.status} (task ${r.type})` : r.status], ['Total', total > 0 ? ms(total) : null],
-    ['Engine', [r.engine, r.model].filter(Boolean).join(' · ')], ['Intent', r.intent],
+    ['Engine', [r.engine, r.model].filter(Boolean).join(' · ')], ['Intent', intent(r.intent)],
     ['Rewritten query', r.rewrittenQuery], ['Topic', r.topic], ['Error', r.error],
   ].filter(([, v]) => v);
   return h('div.turn-detail', {},

@@ -1,0 +1,221 @@
+package lexical
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// Intent labels (seed 002, component 1).
+const (
+	IntentQA       = "qa"
+	IntentChitchat = "chitchat"
+	IntentTask     = "task"
+	IntentContinue = "continue"
+	IntentClarify  = "clarify"
+)
+
+// IntentLabel is an intent the classifier can give: its description and
+// examples are what it compares a question with.
+type IntentLabel struct {
+	Label       string
+	Description string
+	Examples    []string
+}
+
+// DefaultIntents are the session's intent labels.
+var DefaultIntents = []IntentLabel{
+	{IntentQA, "a question asking for facts or an explanation: what, which, how much, how, why, does it; 什么 哪 多少 怎么 为什么 吗 介绍",
+		[]string{"华为Mate60多少钱？", "介绍下华为Mate60", "它的屏幕多大？", "哪款手机支持卫星通话？", "什么是向量数据库？", "这款手机的续航怎么样？",
+			"What is the battery life of the iPhone 15?", "How do I reset my password?", "Which phone has the larger screen?",
+			"What does error code 503 mean?", "Does it support wireless charging?", "Why is the sky blue?", "What is Temporal?"}},
+	{IntentChitchat, "greetings, thanks, goodbyes and small talk that ask for nothing",
+		[]string{"你好", "谢谢", "再见", "早上好", "你是谁？", "哈哈", "辛苦了", "hello", "thanks!", "how are you?", "good morning", "bye", "who are you?", "nice to meet you"}},
+	{IntentTask, "a request to carry out a job over data or tools: count, list, query, find, compute, compare, analyse, generate a report; 统计 查询 列出 计算 分析 生成 帮我",
+		[]string{"统计每个城市的客户数量", "查询上个月销售额最高的产品", "帮我查一下订单表里有多少条记录", "列出数据库里所有的表", "生成一份销售报告",
+			"Count the customers in Berlin", "List all tables in the database", "Find the top 5 products by revenue",
+			"Analyse the orders of 2023 and summarise them", "Compute the average order value per country"}},
+	{IntentContinue, "go on with the task that paused",
+		[]string{"继续", "请继续", "接着做", "接着上次的任务", "continue", "go on", "keep going", "resume the task", "carry on"}},
+	{IntentClarify, "too vague to answer or act on without asking what is meant",
+		[]string{"怎么办", "这个", "那个", "什么意思", "怎么弄", "what?", "huh?", "what now?", "?"}},
+}
+
+// Intents classifies a question among labels (DefaultIntents when nil) by
+// the cosine similarity of its terms (words for Latin script, characters
+// and character pairs for Chinese) to each label's description and
+// examples: the best match of each label, turned into a distribution by a
+// softmax. Small talk as [IsSmallTalk] knows it is chitchat, and qa gets a
+// small prior: a question like no example is most likely a question.
+type Intents struct {
+	Labels []IntentLabel
+
+	vecs [][]termVec // per label: description, then examples
+	idf  map[string]float64
+	// unseen is the weight of a term no description or example has.
+	unseen float64
+}
+
+// termVec is a bag of terms with its norm.
+type termVec struct {
+	w    map[string]float64
+	norm float64
+}
+
+// intentSharpness turns similarities (0..1) into a distribution: a lead
+// of 0.1 in similarity is a factor e in odds.
+const intentSharpness = 10
+
+// qaPrior is added to qa's similarity.
+const qaPrior = 0.12
+
+// historyWeight is added to a label's similarity per share of the recent
+// intents that were it: a conversation tends to stay where it is.
+const historyWeight = 0.1
+
+// NewIntents prepares a classifier over labels (DefaultIntents when nil).
+func NewIntents(labels []IntentLabel) *Intents {
+	if labels == nil {
+		labels = DefaultIntents
+	}
+	c := &Intents{Labels: labels, idf: map[string]float64{}}
+	var docs [][]termVec
+	df := map[string]int{}
+	n := 0
+	for _, l := range labels {
+		vs := []termVec{terms(l.Description)}
+		for _, e := range l.Examples {
+			vs = append(vs, terms(e))
+		}
+		for _, v := range vs {
+			for t := range v.w {
+				df[t]++
+			}
+		}
+		n += len(vs)
+		docs = append(docs, vs)
+	}
+	for t, k := range df {
+		c.idf[t] = math.Log(1 + float64(n)/float64(k))
+	}
+	c.unseen = math.Log(1 + float64(n))
+	for _, vs := range docs {
+		for i := range vs {
+			vs[i] = c.weigh(vs[i])
+		}
+		c.vecs = append(c.vecs, vs)
+	}
+	return c
+}
+
+// weigh scales a bag's terms by their inverse document frequency over the
+// labels' texts: a term many labels share ("what", "?") says little, one
+// none has (a product's name) says the question is about something.
+func (c *Intents) weigh(v termVec) termVec {
+	out := termVec{w: make(map[string]float64, len(v.w))}
+	for t, x := range v.w {
+		idf, ok := c.idf[t]
+		if !ok {
+			idf = c.unseen
+		}
+		out.w[t] = x * idf
+		out.norm += out.w[t] * out.w[t]
+	}
+	out.norm = math.Sqrt(out.norm)
+	return out
+}
+
+// Classify returns the most likely label of question and its probability,
+// given the recent intents (oldest first).
+func (c *Intents) Classify(question string, recent []string) (string, float64) {
+	q := strings.TrimSpace(question)
+	scores := make([]float64, len(c.Labels))
+	qv := c.weigh(terms(q))
+	for i, vs := range c.vecs {
+		for _, v := range vs {
+			scores[i] = max(scores[i], qv.cosine(v))
+		}
+		switch c.Labels[i].Label {
+		case IntentQA:
+			scores[i] += qaPrior
+		case IntentChitchat:
+			if q != "" && isSmallTalk(q) {
+				scores[i] = max(scores[i], 1)
+			}
+		}
+		if n := len(recent); n > 0 {
+			scores[i] += historyWeight * float64(countOf(recent, c.Labels[i].Label)) / float64(n)
+		}
+	}
+	best := 0
+	var sum float64
+	for i, s := range scores {
+		sum += math.Exp(intentSharpness * (s - scores[0]))
+		if s > scores[best] {
+			best = i
+		}
+	}
+	return c.Labels[best].Label, math.Exp(intentSharpness*(scores[best]-scores[0])) / sum
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+// terms is the bag of text's terms: lower-cased words (stemmed), and for
+// Chinese each character and each pair of adjacent characters.
+func terms(text string) termVec {
+	v := termVec{w: map[string]float64{}}
+	for _, t := range scan(text) {
+		switch t.kind {
+		case tokWord:
+			v.w[stem(strings.ToLower(t.text))]++
+		case tokCJK:
+			rs := []rune(t.text)
+			for i, r := range rs {
+				v.w[string(r)] += 0.5
+				if i+1 < len(rs) {
+					v.w[string(rs[i:i+2])]++
+				}
+			}
+		}
+	}
+	if strings.ContainsAny(text, "?？") {
+		v.w["?"]++
+	}
+	for _, x := range v.w {
+		v.norm += x * x
+	}
+	v.norm = math.Sqrt(v.norm)
+	return v
+}
+
+// cosine is the cosine similarity of two bags (0 when either is empty).
+func (a termVec) cosine(b termVec) float64 {
+	if a.norm == 0 || b.norm == 0 {
+		return 0
+	}
+	if len(b.w) < len(a.w) {
+		a, b = b, a
+	}
+	var dot float64
+	for t, x := range a.w {
+		dot += x * b.w[t]
+	}
+	return dot / (a.norm * b.norm)
+}
+
+// Names are the labels' names, in order.
+func (c *Intents) Names() []string {
+	out := make([]string, len(c.Labels))
+	for i, l := range c.Labels {
+		out[i] = l.Label
+	}
+	return slices.Clip(out)
+}
