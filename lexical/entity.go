@@ -171,11 +171,23 @@ func isProductWord(w string) bool {
 	return unicode.IsLower(r) && strings.ContainsFunc(w[size:], unicode.IsUpper)
 }
 
-// isQuantity reports whether w is a number joined to its unit by a hyphen:
-// "7-day", "18-to-49-year-old", "24-hour", "3-D".
+// isQuantity reports whether w is a number joined to its unit by a hyphen
+// or a dot ("7-day", "18-to-49-year-old", "24-hour", "3.h", a postcode's
+// part) or a code ([isCode]).
 func isQuantity(w string) bool {
 	i := strings.IndexFunc(w, func(r rune) bool { return !unicode.IsDigit(r) })
-	return i > 0 && w[i] == '-'
+	return i > 0 && (w[i] == '-' || w[i] == '.') || isCode(w)
+}
+
+// isCode reports whether w is a code in capitals with letters on both sides
+// of its digits, a postcode or a reference ("CB30DQ", "AB12CD").
+func isCode(w string) bool {
+	if len(w) < 5 || strings.ToUpper(w) != w {
+		return false
+	}
+	first := strings.IndexFunc(w, unicode.IsDigit)
+	last := strings.LastIndexFunc(w, unicode.IsDigit)
+	return first > 0 && last >= 0 && last < len(w)-1 && !strings.ContainsAny(w, "-.'")
 }
 
 func isPossessive(w string) bool {
@@ -197,7 +209,19 @@ func nameish(w string) bool {
 		return true
 	}
 	l := strings.ToLower(w)
-	return isCapitalised(w) && !stopwords[l] && !notNames[l] && !codeWords[w]
+	return isCapitalised(w) && !stopwords[l] && !notNames[l] && !codeWords[w] && !isContraction(l)
+}
+
+// isContraction reports whether w is a pronoun or verb with a contracted
+// ending ("we're", "they'll", "couldn't"), never a name.
+func isContraction(w string) bool {
+	w = strings.ReplaceAll(w, "’", "'")
+	for _, end := range []string{"'re", "'m", "'ve", "'ll", "'d", "n't"} {
+		if strings.HasSuffix(w, end) {
+			return true
+		}
+	}
+	return false
 }
 
 // codeWords are SQL's keywords as code writes them ("SELECT count(*)"): a
@@ -208,7 +232,7 @@ var codeWords = setOf("SELECT FROM WHERE JOIN GROUP ORDER BY LIMIT COUNT INSERT 
 // numbers after them and joiners between them. It returns the index after
 // the name.
 func nameRun(s string, toks []token, i int, sentenceStart bool) (next int, e entity, ok bool) {
-	if toks[i].kind != tokWord || !nameish(toks[i].text) {
+	if toks[i].kind != tokWord || !nameish(toks[i].text) || sentenceStart && startsClause(toks, i) {
 		return i, entity{}, false
 	}
 	last, product, words, joiners := i, isProductWord(toks[i].text), 1, 0
@@ -222,7 +246,7 @@ func nameRun(s string, toks []token, i int, sentenceStart bool) (next int, e ent
 			product = product || isProductWord(w)
 			continue
 		}
-		if isNumber(w) && j == last+1 {
+		if isNumber(w) && j == last+1 && modelNumber(toks, j) {
 			last, product = j, true
 			continue
 		}
@@ -244,6 +268,50 @@ func nameRun(s string, toks []token, i int, sentenceStart bool) (next int, e ent
 		kind = entNameInitial
 	}
 	return last + 1, entity{text: text, kind: kind, pos: toks[i].start}, true
+}
+
+// enUnits after a number make it a quantity ("Safeway 2 miles away"), not
+// a model number ("Pixel 8").
+var enUnits = setOf(`mile miles km kilometer kilometers kilometre kilometres meter meters metre metres feet foot minute minutes
+min mins hour hours hr hrs day days week weeks month months year years people persons percent times dollars pounds euros kg
+degrees stars seasons episodes`)
+
+// modelNumber reports whether the number toks[j], after a name, is part of
+// it ("Pixel 8", "iPhone 15 Pro", "Windows 2000") rather than a quantity
+// ("Safeway 2 miles away"), a street number ("Grafton Hotel 619 Newmarket
+// Road") or a phone number ("01223 566388").
+func modelNumber(toks []token, j int) bool {
+	digits := len(toks[j].text)
+	if digits > 4 || strings.HasPrefix(toks[j].text, "0") && digits > 1 {
+		return false
+	}
+	if j+1 >= len(toks) || toks[j+1].kind != tokWord {
+		return true
+	}
+	next := toks[j+1].text
+	if enUnits[strings.ToLower(next)] {
+		return false
+	}
+	return digits < 3 || !nameish(next)
+}
+
+// enObjects after a sentence's first word make it a verb with its object
+// ("Pick the quickest route", "Give me ..."), not a name.
+var enObjects = setOf("the a an me my us our your his her their its them him this that these those some any")
+
+// startsClause reports whether the capitalised word toks[i], first of its
+// sentence, is a verb with its object ("Pick the ...") or a sentence
+// adverb ("Unfortunately Teavana ...") rather than a name.
+func startsClause(toks []token, i int) bool {
+	w := strings.ToLower(toks[i].text)
+	if len(w) >= 6 && strings.HasSuffix(w, "ly") && !isProductWord(toks[i].text) {
+		return true
+	}
+	if i+1 >= len(toks) || toks[i+1].kind != tokWord || toks[i+1].start == toks[i].end || !enObjects[strings.ToLower(toks[i+1].text)] {
+		return false
+	}
+	// "Kermit the Frog": a name goes on after the article.
+	return i+2 >= len(toks) || toks[i+2].kind != tokWord || !nameish(toks[i+2].text)
 }
 
 // cjkStrip are words dropped from the start of a CJK phrase: fillers,

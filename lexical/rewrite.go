@@ -58,7 +58,12 @@ func Rewrite(question string, history []convo.Message) RewriteResult {
 	if trig.kind == trigPronoun && antecedentBefore(q, trig.start) {
 		return res
 	}
-	if trig.kind != trigPronoun && (selfContained(q, trig.kind == trigShort) || asksAbout(q)) {
+	if trig.kind == trigDetail && theDetail(q, trig) {
+		// "give me the address": whose address, the question does not say.
+		if namesSomething(q) {
+			return res
+		}
+	} else if trig.kind != trigPronoun && (selfContained(q, trig.kind == trigShort) || asksAbout(q)) {
 		return res
 	}
 	res.Query = applyRewrite(q, trig, res.Topic)
@@ -86,7 +91,16 @@ type trigger struct {
 	determiner bool
 	// possessive marks its/their/his/her (en).
 	possessive bool
+	// toPlace marks a "there" after a verb of going ("go there"), which
+	// becomes "to" the place.
+	toPlace bool
 }
+
+// enMotion are words of going after which "there" is a place: "go there".
+var enMotion = setOf("go get going getting drive driving head heading navigate navigating walk ride travel way route directions take me")
+
+// enPlacePreps are prepositions after which "there" is a place: "for there".
+var enPlacePreps = setOf("for from near around")
 
 func (t trigger) name() string {
 	switch t.kind {
@@ -258,6 +272,12 @@ func findPronoun(q string) trigger {
 			continue
 		}
 		w := strings.ToLower(t.text)
+		if w == "there" && i > 0 && toks[i-1].kind == tokWord {
+			// "let's go there": the place talked about.
+			if prev := strings.ToLower(toks[i-1].text); enMotion[prev] || enPlacePreps[prev] {
+				return trigger{kind: trigPronoun, word: w, start: t.start, end: t.end, toPlace: enMotion[prev]}
+			}
+		}
 		if !enPronouns[w] {
 			continue
 		}
@@ -398,6 +418,31 @@ func selfContained(q string, short bool) bool {
 	return content >= 2
 }
 
+// theDetail reports whether the English detail word of trig follows "the"
+// and no "of ..." or "for ..." says whose it is: "the address", not "the
+// address of Golden Wok".
+func theDetail(q string, trig trigger) bool {
+	if isChinese(q) {
+		return false
+	}
+	before := strings.Fields(strings.ToLower(q[:trig.start]))
+	if len(before) == 0 || before[len(before)-1] != "the" {
+		return false
+	}
+	rest := strings.TrimSpace(strings.ToLower(q[trig.end:]))
+	return !strings.HasPrefix(rest, "of ") && !strings.HasPrefix(rest, "for ")
+}
+
+// namesSomething reports whether q holds a product or a name.
+func namesSomething(q string) bool {
+	for _, e := range entities(q) {
+		if e.kind == entProduct || e.kind == entName {
+			return true
+		}
+	}
+	return false
+}
+
 // asksAbout reports whether q asks what, who, when or where something
 // named by a bare noun phrase is ("What is universalism?", "Who is
 // Namor?", "When was Brotherhood?"): it names its own subject. A phrase
@@ -519,7 +564,7 @@ func trackTopic(history []convo.Message) string {
 	// A follow-up to "what is X?" is about X.
 	for i := len(history) - 1; i >= 0; i-- {
 		if history[i].Role == convo.RoleUser {
-			if x := definitionSubject(history[i].Content); x != "" && utf8.RuneCountInString(x) <= 40 && findPronoun(x).kind == trigNone {
+			if x := definedTopic(history[i].Content); x != "" {
 				return x
 			}
 			break
@@ -615,6 +660,26 @@ func trackTopic(history []convo.Message) string {
 	return topic
 }
 
+// definedTopic returns X of a user's "what is X?" / "什么是X" when X names
+// something, else "": not an attribute asked for with an article ("What is
+// the address?", "what's the forecast for the city"), nor a detail
+// ("版本是什么"), nor a pronoun.
+func definedTopic(q string) string {
+	x := definitionSubject(q)
+	if x == "" || utf8.RuneCountInString(x) > 40 || findPronoun(x).kind != trigNone {
+		return ""
+	}
+	if containsAny(strings.ToLower(x), enDetails) || containsAny(x, zhDetails) || containsAny(x, zhRelations) {
+		return ""
+	}
+	if whatIsThe.MatchString(q) && !named(x) {
+		return ""
+	}
+	return x
+}
+
+var whatIsThe = regexp.MustCompile(`(?i)^\s*what(?:'s|’s|\s+is|\s+are|\s+was|\s+were)\s+the\s`)
+
 // freqWeight weighs how often the history mentions an entity.
 const freqWeight = 1.0
 
@@ -664,8 +729,11 @@ func applyRewrite(q string, trig trigger, topic string) string {
 	if trig.kind == trigPronoun {
 		if zh || !trig.determiner {
 			repl := topic
-			if trig.possessive {
+			switch {
+			case trig.possessive:
 				repl = topic + "'s"
+			case trig.toPlace:
+				repl = "to " + topic
 			}
 			return q[:trig.start] + repl + q[trig.end:]
 		}

@@ -218,3 +218,38 @@ func TestRewriteLeavesSelfContained(t *testing.T) {
 		})
 	}
 }
+
+// TestRewritePlacesAndAttributes: "go there" goes to the place talked
+// about, "the address" is the topic's, and the topic is a name, not a
+// quantity, a contraction, a phone number or a verb (issue 23, item 2).
+func TestRewritePlacesAndAttributes(t *testing.T) {
+	coupa := turns("Where can I get coffee?", "There is a Coupa 6 miles away. Would you like directions?")
+	tests := []struct {
+		name, question string
+		history        []convo.Message
+		want           string
+	}{
+		{"go there", "Thanks, let's go there.", coupa, "Thanks, let's go to Coupa."},
+		{"the route there", "Is this the quickest way there?", coupa, "Is this the quickest way to Coupa?"},
+		{"the address", "Can you give me the address?", coupa, "Can you give me the address of Coupa?"},
+		{"the address of something named", "Can you give me the address of Peets?", coupa, "Can you give me the address of Peets?"},
+		{"not a contraction with a number", "Please pick a quick route and let's go there!",
+			turns("I need a pizza place.", "We're 5 miles away from Pizza Hut and 6 miles away from Round Table."), "Please pick a quick route and let's go to Pizza Hut!"},
+		{"not a sentence adverb", "Let's navigate there now.",
+			turns("Is there a quick route to it?", "Unfortunately Teavana is the only coffee place I can find."), "Let's navigate to Teavana now."},
+		{"not a verb starting a sentence", "What is the address?",
+			turns("Find me groceries", "Safeway is 4 miles away. Pick the quickest route?"), "What is the address of Safeway?"},
+		{"not a phone number", "What is the address of it?",
+			turns("Curry Prince?", "The phone number of Curry Prince is 01223 566388."), "What is the address of Curry Prince?"},
+		{"not an attribute asked for", "How do I get there?",
+			turns("What is the address?", "Chef Chu's is located at 593 Arrowhead Way."), "How do I get to Chef Chu?"},
+		{"a model number stays", "how much is it?", turns("Tell me about the iPhone 15 Pro"), "how much is iPhone 15 Pro?"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Rewrite(tc.question, tc.history); got.Query != tc.want {
+				t.Errorf("Rewrite(%q) = %q (topic %q), want %q", tc.question, got.Query, got.Topic, tc.want)
+			}
+		})
+	}
+}
