@@ -65,6 +65,10 @@ type ChatResponse struct {
 	// DoneReason is why generation stopped as the provider says it
 	// ("stop", "length", ...); "length" means the answer was cut off.
 	DoneReason string
+	// Engine names the provider that answered when the model knows it
+	// better than the worker's configuration (a worker that started
+	// offline and moved to Ollama); "" otherwise.
+	Engine string
 }
 
 // ChatModel generates assistant messages. Implementations must honour ctx

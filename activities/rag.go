@@ -313,7 +313,7 @@ func (a *RAG) Answer(ctx context.Context, in AnswerInput) (AnswerResult, error) 
 	if model == "" {
 		model = in.Model
 	}
-	return AnswerResult{Answer: answer, Model: model, Engine: a.Engine,
+	return AnswerResult{Answer: answer, Model: model, Engine: cmp.Or(resp.Engine, a.Engine),
 		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
 		CountedTokens: convo.RequestTokens(a.Tokenizer, msgs)}, nil
 }

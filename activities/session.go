@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -416,7 +417,7 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	if model == "" {
 		model = in.Model
 	}
-	res.Answer, res.Model, res.Engine = answer, model, a.Engine
+	res.Answer, res.Model, res.Engine = answer, model, cmp.Or(resp.Engine, a.Engine)
 	res.PromptTokens, res.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
 	res.CountedTokens = convo.RequestTokens(a.Tokenizer, view)
 	return res, nil

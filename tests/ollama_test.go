@@ -2,10 +2,13 @@ package tests
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/tests/ollamatest"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -91,5 +94,32 @@ func TestSessionMovesFromOfflineToOllama(t *testing.T) {
 	t.Logf("corrective step after the switch: %v", second.Steps[i].Details)
 	if second.SessionInfo.Turns != 2 {
 		t.Errorf("session info = %+v", second.SessionInfo)
+	}
+}
+
+// TestWorkerNoticesALateModel: a worker that started while Ollama lacked
+// its model answers with the offline engine, asks again every
+// CTXFLOW_OLLAMA_PROBE_INTERVAL, and once the model is pulled the same
+// session's next answer comes from Ollama, without a restart.
+func TestWorkerNoticesALateModel(t *testing.T) {
+	fake := fakeollama.New(fakeollama.Options{Models: []string{"llama3:latest"}})
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	s := startStack(t, stackOptions{extraEnv: []string{"OLLAMA_HOST=" + srv.URL, "CTXFLOW_OLLAMA_PROBE_INTERVAL=100ms"}})
+	s.startWorker()
+	ctx := t.Context()
+	first, _, err := s.turn(ctx, "late", "l0", "hello there, what is new?")
+	if err != nil || first.Engine != "offline" {
+		t.Fatalf("before the pull: %+v, %v\n%s", first, err, s.workerLogs())
+	}
+	resp, err := http.Post(srv.URL+"/api/pull", "application/json", strings.NewReader(`{"model": "`+fakeollama.DefaultModel+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(200 * time.Millisecond) // past the probe interval
+	second, _, err := s.turn(ctx, "late", "l1", "and what else is new?")
+	if err != nil || second.Engine != "ollama" || !strings.HasPrefix(second.Answer, "answer ") {
+		t.Fatalf("after the pull: %+v, %v\n%s", second, err, s.workerLogs())
 	}
 }

@@ -392,7 +392,12 @@ func chooseModel(ctx context.Context, cfg config.Config, tok convo.Tokenizer, lo
 		why = fmt.Sprintf("ollama has no model %q: run `ollama pull %s`, or set CTXFLOW_OLLAMA_PULL=missing", cfg.Session.LLMModel, cfg.Session.LLMModel)
 	}
 	if why != "" {
-		log.Warn("model provider: offline engine, answers are extractive and labelled as such", "reason", why)
+		log.Warn("model provider: offline engine, answers are extractive and labelled as such", "reason", why,
+			"probe", cfg.OllamaProbeInterval)
+		if cfg.OllamaProbeInterval > 0 { // until the model appears
+			return &lateModel{offline: offlineEngine, client: client, model: cfg.Session.LLMModel, interval: cfg.OllamaProbeInterval, log: log},
+				offline.ModelName, nil
+		}
 		return offlineEngine, offline.ModelName, nil
 	}
 	log.Info("model provider: ollama", "host", client.Host(), "model", cfg.Session.LLMModel)

@@ -8,13 +8,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/offline"
 	"github.com/ctxflow/ctxflow/activities/openai"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 )
@@ -116,5 +119,41 @@ func TestChooseOpenAI(t *testing.T) {
 	cfg.OpenAIBaseURL = "not a URL"
 	if _, _, err := chooseModel(context.Background(), cfg, tok, log); err == nil {
 		t.Error("a bad base URL was accepted")
+	}
+}
+
+// A late model asks Ollama at most once an interval, whatever the calls,
+// and answers offline until the model is there.
+func TestLateModelProbesAtMostOnceAnInterval(t *testing.T) {
+	fake := fakeollama.New(fakeollama.Options{Models: []string{"llama3:latest"}})
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	cfg, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OllamaHost = srv.URL
+	client, err := OllamaClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &lateModel{offline: &offline.Engine{}, client: client, model: fakeollama.DefaultModel, interval: time.Hour,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	req := activities.ChatRequest{Model: fakeollama.DefaultModel, Messages: []convo.ModelMessage{{Role: "user", Content: "hi"}}}
+	for range 5 {
+		resp, err := m.Chat(t.Context(), req, nil)
+		if err != nil || resp.Engine != "" {
+			t.Fatalf("before the model: %+v, %v", resp, err)
+		}
+	}
+	if n := fake.Calls().Show; n != 1 {
+		t.Errorf("%d probes within the interval, want 1", n)
+	}
+	m.interval, m.next = 0, time.Time{}
+	if _, err := http.Post(srv.URL+"/api/pull", "application/json", strings.NewReader(`{"model":"`+fakeollama.DefaultModel+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := m.Chat(t.Context(), req, nil); err != nil || resp.Engine != "ollama" {
+		t.Fatalf("after the pull: %+v, %v", resp, err)
 	}
 }

@@ -59,8 +59,11 @@ type Config struct {
 	OllamaNumCtx    int
 	OllamaKeepAlive time.Duration
 	OllamaPull      string
-	ModelProvider   string
-	Collection      string
+	// OllamaProbeInterval is how often a worker that started without its
+	// Ollama model asks for it (0: never).
+	OllamaProbeInterval time.Duration
+	ModelProvider       string
+	Collection          string
 	// AltEmbeddingModels are tried when the collection's dimension is not
 	// the embedding model's ("offline" is the built-in embedder).
 	AltEmbeddingModels []string
@@ -126,6 +129,7 @@ var Vars = []Var{
 	{"OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server used for chat"},
 	{"CTXFLOW_OLLAMA_NUM_CTX", "8192", "context length (`num_ctx`) asked of Ollama on every call, the same for every call so that the server never reloads the model (its own default, 4,096 on most machines, cuts longer prompts silently); capped by the model's own. A session whose window (`maxTokens`) and answer (`LLM_MAX_TOKENS`) do not fit it is refused when it is created"},
 	{"CTXFLOW_OLLAMA_KEEP_ALIVE", "unset", "how long Ollama keeps the model loaded after a call (a Go duration; negative: for good); unset: the server's default (5m)"},
+	{"CTXFLOW_OLLAMA_PROBE_INTERVAL", "30s", "how often a worker that started without its Ollama model (Ollama down, or the model not pulled) asks for it: once it is there, answers move from the offline engine to it without a restart (0: never)"},
 	{"CTXFLOW_OLLAMA_PULL", "never", "`missing`: a worker whose model Ollama lacks pulls it at start-up, logging the progress; `never`: it names `ollama pull <model>` in its log and answers offline"},
 	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama`, `openai` (the OpenAI-compatible server at `CTXFLOW_OPENAI_BASE_URL`) or `offline`"},
 	{"CTXFLOW_OPENAI_BASE_URL", "unset", "with `CTXFLOW_MODEL_PROVIDER=openai` (and then required): the server's OpenAI-compatible base URL, the part before `/chat/completions`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:8080/v1` (llama.cpp), `http://127.0.0.1:1234/v1` (LM Studio), `https://api.openai.com/v1`; chat and embeddings go there"},
@@ -190,6 +194,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		OllamaNumCtx:        p.int("CTXFLOW_OLLAMA_NUM_CTX", 8192),
 		OllamaKeepAlive:     p.dur("CTXFLOW_OLLAMA_KEEP_ALIVE", 0),
 		OllamaPull:          p.str("CTXFLOW_OLLAMA_PULL", "never"),
+		OllamaProbeInterval: p.dur("CTXFLOW_OLLAMA_PROBE_INTERVAL", 30*time.Second),
 		ModelProvider:       p.str("CTXFLOW_MODEL_PROVIDER", "auto"),
 		Collection:          p.str("CTXFLOW_COLLECTION", "rag_documents"),
 		VectorStore:         p.str("CTXFLOW_VECTOR_STORE", "embedded"),

@@ -49,6 +49,7 @@ func TestDefaults(t *testing.T) {
 		OllamaHost:          "http://127.0.0.1:11434",
 		OllamaNumCtx:        8192,
 		OllamaPull:          "never",
+		OllamaProbeInterval: 30 * time.Second,
 		ModelProvider:       "auto",
 		Collection:          "rag_documents",
 		AltEmbeddingModels:  []string{"offline"},
