@@ -41,10 +41,28 @@ type RewriteResult struct {
 // Rewrite is a pure function of its arguments. Only the contents of user,
 // assistant and system messages are read.
 func Rewrite(question string, history []convo.Message) RewriteResult {
+	return rewrite(question, history, maxAskAgain)
+}
+
+// maxAskAgain bounds how many earlier follow-ups a follow-up about another
+// thing resolves ("iPhone 15呢？" after "Mate70呢？" after "华为Mate60的屏幕多大？").
+const maxAskAgain = 3
+
+func rewrite(question string, history []convo.Message, depth int) RewriteResult {
 	res := RewriteResult{Query: question}
 	q := strings.TrimSpace(question)
 	if q == "" || isSmallTalk(q) {
 		return res
+	}
+	if x := alternative(q); x != "" {
+		// "iPhone 15呢？": the last question again, about another thing.
+		if again := askAgain(x, history, depth); again != "" {
+			res.Query, res.Changed, res.Trigger, res.Topic = again, again != question, "alternative", x
+			if !res.Changed {
+				res.Query = question
+			}
+			return res
+		}
 	}
 	trig := detectTrigger(q)
 	if trig.kind == trigNone {
@@ -69,6 +87,124 @@ func Rewrite(question string, history []convo.Message) RewriteResult {
 	res.Query = applyRewrite(q, trig, res.Topic)
 	res.Changed = res.Query != question
 	return res
+}
+
+// alternative returns X of a follow-up that asks the last question again
+// about another thing or another time: "iPhone 15呢？", "那明天呢", "what
+// about the iPhone 15?", "And tomorrow?"; "" when q is not one, or X is an
+// aspect of the topic ("屏幕呢？", "what about the price?"), which the
+// topic completes instead.
+func alternative(q string) string {
+	var x string
+	if m := altZH.FindStringSubmatch(q); m != nil {
+		x = strings.TrimSpace(m[1])
+	} else if m := altEN.FindStringSubmatch(q); m != nil {
+		x = strings.TrimSpace(m[1])
+		if len(strings.Fields(x)) > 5 {
+			return ""
+		}
+		x = stripArticle(x)
+	}
+	if x == "" || utf8.RuneCountInString(x) > 24 || findPronoun(x).kind != trigNone {
+		return ""
+	}
+	if timeWord(x) != "" && timeWord(x) == strings.TrimSpace(x) || namedWhole(x) {
+		return x
+	}
+	return ""
+}
+
+var (
+	altZH = regexp.MustCompile(`^\s*(?:那么|那|还有|而)?\s*(\S.{0,23}?)\s*呢\s*[?？。!！]*\s*$`)
+	altEN = regexp.MustCompile(`(?i)^\s*(?:(?:and|so|ok|okay|well)[, ]+)?(?:(?:what|how)\s+about|and)\s+(.+?)\s*[?？.!]*\s*$`)
+)
+
+// stripArticle drops a leading "the", "a" or "an".
+func stripArticle(s string) string {
+	for _, a := range []string{"the ", "a ", "an "} {
+		if len(s) > len(a) && strings.EqualFold(s[:len(a)], a) {
+			return strings.TrimSpace(s[len(a):])
+		}
+	}
+	return s
+}
+
+// namedWhole reports whether s is one product or name and nothing else:
+// "iPhone 15", "Golden Wok", "华为Mate60".
+func namedWhole(s string) bool {
+	es := entities(s)
+	return len(es) == 1 && (es[0].kind == entProduct || es[0].kind == entName || es[0].kind == entNameInitial && !allModifiers(es[0].text)) &&
+		strings.EqualFold(strings.TrimSpace(es[0].text), strings.TrimSpace(s))
+}
+
+// zhTimeWords and enTimeWords name a time a question may be asked again
+// for: "明天呢".
+var (
+	zhTimeWords = []string{"今天", "明天", "后天", "昨天", "前天", "今年", "明年", "去年", "后年", "前年", "今晚", "明晚", "昨晚",
+		"这周", "本周", "下周", "上周", "这个月", "下个月", "上个月", "周末", "早上", "上午", "中午", "下午", "晚上"}
+	enTimeWords = setOf(`today tomorrow yesterday tonight weekend morning afternoon evening monday tuesday wednesday thursday
+friday saturday sunday`)
+)
+
+// timeWord returns the first time word of s, "" for none.
+func timeWord(s string) string {
+	best, at := "", len(s)
+	for _, w := range zhTimeWords {
+		if k := strings.Index(s, w); k >= 0 && k < at {
+			best, at = w, k
+		}
+	}
+	for _, t := range scan(s) {
+		if t.kind == tokWord && t.start < at && enTimeWords[strings.ToLower(t.text)] {
+			return t.text
+		}
+	}
+	return best
+}
+
+// askAgain returns the last question of the history asked again about x
+// (a product, a name or a time), "" when it cannot be: no earlier
+// question, or nothing in it that x stands in for. The earlier question is
+// first made to stand alone itself.
+func askAgain(x string, history []convo.Message, depth int) string {
+	if depth <= 0 {
+		return ""
+	}
+	i := len(history) - 1
+	for i >= 0 && (history[i].Role != convo.RoleUser || isCommand(history[i].Content) || isSmallTalk(strings.TrimSpace(history[i].Content))) {
+		i--
+	}
+	if i < 0 {
+		return ""
+	}
+	p := strings.TrimSpace(history[i].Content)
+	if r := rewrite(p, history[:i], depth-1); r.Changed && (r.Trigger == "alternative" || strings.HasPrefix(r.Trigger, "pronoun:")) {
+		// The earlier question resolved ("它的屏幕多大？" → "华为Mate60的屏幕多大？"),
+		// not merely completed with a topic in brackets.
+		p = strings.TrimSpace(r.Query)
+	}
+	if p == "" || alternative(p) != "" || containsFold(p, x) {
+		return ""
+	}
+	if timeWord(x) != "" {
+		if old := timeWord(p); old != "" {
+			return strings.Replace(p, old, x, 1)
+		}
+		return ""
+	}
+	for _, e := range entities(p) {
+		if e.kind == entProduct || e.kind == entName {
+			return p[:e.pos] + x + p[e.pos+len(e.text):]
+		}
+	}
+	if t := findPronoun(p); t.kind == trigPronoun && !t.determiner {
+		repl := x
+		if t.possessive {
+			repl = x + "'s"
+		}
+		return p[:t.start] + repl + p[t.end:]
+	}
+	return ""
 }
 
 type trigKind uint8
@@ -152,6 +288,15 @@ func detectTrigger(q string) trigger {
 		return t
 	}
 	lower := strings.ToLower(q)
+	if m := altEN.FindStringSubmatchIndex(q); m != nil && len(strings.Fields(q[m[2]:m[3]])) <= 5 && len(sentences(q)) == 1 {
+		// "what about the price?": the topic's price.
+		for _, w := range enDetails {
+			if k := indexWord(lower[m[2]:m[3]], w); k >= 0 {
+				k += m[2]
+				return trigger{kind: trigDetail, word: w, start: k, end: k + len(w)}
+			}
+		}
+	}
 	for _, w := range zhEllipsis {
 		if k := strings.Index(q, w); k >= 0 {
 			return trigger{kind: trigEllipsis, word: w, start: k, end: k + len(w)}
@@ -754,6 +899,9 @@ func applyRewrite(q string, trig trigger, topic string) string {
 		return topic + q
 	}
 	if trig.kind == trigDetail && trig.word != "how much" {
+		if m := compoundTail.FindStringIndex(q[trig.end:]); m != nil {
+			trig.end += m[1] // "the price range" → "the price range of ..."
+		}
 		rest := strings.TrimSpace(strings.ToLower(q[trig.end:]))
 		if !strings.HasPrefix(rest, "of ") && !strings.HasPrefix(rest, "for ") {
 			return q[:trig.end] + " of " + topic + q[trig.end:]
@@ -762,6 +910,10 @@ func applyRewrite(q string, trig trigger, topic string) string {
 	body, tail := trimEndPunct(q)
 	return body + " (" + topic + ")" + tail
 }
+
+// compoundTail is the noun that makes a compound of a detail word: "price
+// range".
+var compoundTail = regexp.MustCompile(`^\s+(?i:range|ranges|list|tag|tags)\b`)
 
 // zhParticles end a Chinese sentence.
 const zhParticles = "吗呢吧啊呀嘛么啦哦了"

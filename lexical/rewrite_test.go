@@ -253,3 +253,36 @@ func TestRewritePlacesAndAttributes(t *testing.T) {
 		})
 	}
 }
+
+// TestRewriteShortFollowUps: X呢？ and "what about X?" carry the tracked
+// topic when X is an aspect of it, and ask the last question again when X
+// is another thing or another time (issue 23, item 2).
+func TestRewriteShortFollowUps(t *testing.T) {
+	screen := turns("华为Mate60的屏幕多大？", labelZH+"知识库摘录：\n- 屏幕：6.69英寸 [mate60.md#3-dd]")
+	pixel := turns("How much is the Pixel 8?", labelEN+" From the knowledge base:\n- The Pixel 8 costs $699. [pixel.md#0-aa]")
+	tests := []struct {
+		name, question string
+		history        []convo.Message
+		want, topic    string
+	}{
+		{"an aspect呢", "屏幕呢？", mate60, "华为Mate60的屏幕呢？", "华为Mate60"},
+		{"a detail question", "版本是多少呢？", mate60, "华为Mate60的版本是多少呢？", "华为Mate60"},
+		{"a price question", "价格呢？", screen, "华为Mate60的价格呢？", "华为Mate60"},
+		{"another product呢", "iPhone 15呢？", screen, "iPhone 15的屏幕多大？", "iPhone 15"},
+		{"another product呢 after a pronoun", "iPhone 15呢？", mate60, "iPhone 15的续航怎么样？", "iPhone 15"},
+		{"another product呢, twice", "Mate70呢？", append(append([]convo.Message(nil), screen...), turns("iPhone 15呢？", "…")...), "Mate70的屏幕多大？", "Mate70"},
+		{"another time呢", "明年呢", turns("今年是什么年", "猪年"), "明年是什么年", "明年"},
+		{"what about an aspect", "what about the price?", turns("Tell me about the Pixel 8", "It is Google's 2023 phone."), "what about the price of Pixel 8?", "Pixel 8"},
+		{"what about another product", "what about the iPhone 15?", pixel, "How much is the iPhone 15?", "iPhone 15"},
+		{"and another product", "And the iPhone 15?", pixel, "How much is the iPhone 15?", "iPhone 15"},
+		{"what about X with nothing to stand in for", "What about Hebrew?", turns("how many skills can I create?"), "What about Hebrew?", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Rewrite(tc.question, tc.history)
+			if got.Query != tc.want || tc.topic != "" && got.Topic != tc.topic {
+				t.Errorf("Rewrite(%q) = %q (topic %q), want %q (topic %q)", tc.question, got.Query, got.Topic, tc.want, tc.topic)
+			}
+		})
+	}
+}
