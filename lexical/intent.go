@@ -4,15 +4,17 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/ctxflow/ctxflow/convo"
 )
 
-// Intent labels (seed 002, component 1).
+// The intent labels are convo's (seed 002, component 1).
 const (
-	IntentQA       = "qa"
-	IntentChitchat = "chitchat"
-	IntentTask     = "task"
-	IntentContinue = "continue"
-	IntentClarify  = "clarify"
+	IntentQA       = convo.IntentQA
+	IntentChitchat = convo.IntentChitchat
+	IntentTask     = convo.IntentTask
+	IntentContinue = convo.IntentContinue
+	IntentClarify  = convo.IntentClarify
 )
 
 // IntentLabel is an intent the classifier can give: its description and

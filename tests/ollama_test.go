@@ -43,11 +43,20 @@ func TestSessionTurnWithRealOllama(t *testing.T) {
 			t.Errorf("turn %d generate step = %+v, want the model's prompt tokens", i, gen)
 		}
 	}
+	// A question longer than the server's default context arrives whole:
+	// the worker asks for CTXFLOW_OLLAMA_NUM_CTX (capped by the model's).
+	long, _, err := s.turn(ctx, "real", "r2", strings.Repeat("a question longer than the default context ", 30))
+	if err != nil || long.Status != workflows.TurnCompleted {
+		t.Fatalf("long turn: %v %+v", err, long)
+	}
+	if n := num(long.Steps[1].Details["promptTokens"]); n <= ollamatest.ServerDefaultContext {
+		t.Errorf("long question: the model counted %v prompt tokens, cut to the server's default %d", n, ollamatest.ServerDefaultContext)
+	}
 	var st workflows.SessionState
 	if _, err := s.do(ctx, http.MethodGet, "/v1/sessions/real", nil, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.TokenRatio[o.Model] <= 0 || st.Turns != 2 {
+	if st.TokenRatio[o.Model] <= 0 || st.Turns != 3 {
 		t.Errorf("state: turns %d, token ratio %v", st.Turns, st.TokenRatio)
 	}
 }

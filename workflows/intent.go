@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/lexical"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // Intent history (seed 002, component 1).
@@ -56,7 +56,7 @@ type IntentRecord struct {
 func decideIntent(history []IntentRecord, guess *activities.IntentGuess) (Intent, []IntentRecord) {
 	switch {
 	case guess == nil:
-		return Intent{Label: lexical.IntentQA, Confidence: 0.5}, history
+		return Intent{Label: convo.IntentQA, Confidence: 0.5}, history
 	case guess.Confidence >= IntentFallbackThreshold:
 		next := append(append([]IntentRecord(nil), history...), IntentRecord(*guess))
 		if len(next) > IntentHistorySize {
@@ -64,7 +64,7 @@ func decideIntent(history []IntentRecord, guess *activities.IntentGuess) (Intent
 		}
 		return Intent{Label: guess.Label, Confidence: guess.Confidence}, next
 	}
-	label := lexical.IntentQA
+	label := convo.IntentQA
 	if len(history) > 0 {
 		label = history[len(history)-1].Label
 	}
@@ -88,15 +88,15 @@ func labels(history []IntentRecord) []string {
 func routeOf(it Intent, kbRoute string, paused bool) string {
 	sure := !it.FellBack && it.Confidence >= LeaveQAThreshold
 	switch {
-	case it.Label == lexical.IntentContinue && paused && !it.FellBack:
+	case it.Label == convo.IntentContinue && paused && !it.FellBack:
 		return RouteContinue
 	case !sure:
 		return kbRoute
-	case it.Label == lexical.IntentChitchat:
+	case it.Label == convo.IntentChitchat:
 		return activities.RouteChat
-	case it.Label == lexical.IntentTask:
+	case it.Label == convo.IntentTask:
 		return RouteTask
-	case it.Label == lexical.IntentClarify:
+	case it.Label == convo.IntentClarify:
 		return RouteClarify
 	}
 	return kbRoute
@@ -132,7 +132,7 @@ func (s *session) intents(ctx workflow.Context) bool {
 // what the user means, on the session's topic when it has one, in the
 // language of the question.
 func clarifyingQuestion(question, topic string) string {
-	zh := lexical.IsChinese(question)
+	zh := convo.HasHan(question)
 	switch {
 	case zh && topic != "":
 		return fmt.Sprintf("你想了解%s的哪一方面？比如价格、配置或用法。", topic)

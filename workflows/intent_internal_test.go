@@ -6,7 +6,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/lexical"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // The properties of seed 002's intent history, for any history and any
@@ -16,7 +16,7 @@ import (
 // stands (qa without one); a failed classification is qa at 0.5 and
 // leaves the history as it is. Leaving qa's route takes LeaveQAThreshold.
 func TestIntentHistoryProperties(t *testing.T) {
-	names := lexical.NewIntents(nil).Names()
+	names := []string{convo.IntentQA, convo.IntentChitchat, convo.IntentTask, convo.IntentContinue, convo.IntentClarify}
 	record := rapid.Custom(func(t *rapid.T) IntentRecord {
 		return IntentRecord{Label: rapid.SampledFrom(names).Draw(t, "label"), Confidence: rapid.Float64Range(IntentFallbackThreshold, 1).Draw(t, "p")}
 	})
@@ -43,7 +43,7 @@ func TestIntentHistoryProperties(t *testing.T) {
 		}
 		switch {
 		case guess == nil:
-			if it.Label != lexical.IntentQA || it.Confidence != 0.5 || !same {
+			if it.Label != convo.IntentQA || it.Confidence != 0.5 || !same {
 				t.Fatalf("failed classification: %+v, history %v → %v", it, before, next)
 			}
 		case guess.Confidence >= IntentFallbackThreshold:
@@ -51,7 +51,7 @@ func TestIntentHistoryProperties(t *testing.T) {
 				t.Fatalf("confident %+v: %+v, history %v", *guess, it, next)
 			}
 		default:
-			want := lexical.IntentQA
+			want := convo.IntentQA
 			if len(before) > 0 {
 				want = before[len(before)-1].Label
 			}
