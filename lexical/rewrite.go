@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -70,7 +71,7 @@ func rewrite(question string, history []convo.Message, depth int) RewriteResult 
 	}
 	res.Trigger = trig.name()
 	res.Topic = trackTopic(history)
-	if res.Topic == "" || containsFold(q, res.Topic) {
+	if res.Topic == "" || containsFold(q, res.Topic) || namesPartOf(q, res.Topic) {
 		return res
 	}
 	if trig.kind == trigPronoun && antecedentBefore(q, trig.start) {
@@ -266,7 +267,7 @@ var (
 	enPronouns   = setOf("it its they them their he him his she her this that these those")
 	enPossessive = setOf("its their his")
 	enEllipsis   = []string{"what about", "how about", "you mentioned", "you said", "the former", "the latter", "earlier", "previously", "previous", "mentioned"}
-	enDetails    = []string{"how much", "price", "prices", "version", "versions", "cost", "costs", "specs", "specifications", "configuration", "size", "colour", "color", "weight", "battery", "warranty", "release date", "address", "phone number", "postcode"}
+	enDetails    = []string{"how much", "price", "prices", "version", "versions", "cost", "costs", "specs", "specifications", "configuration", "size", "colour", "color", "weight", "battery", "warranty", "release date", "address", "phone number", "postcode", "temperature", "weather", "forecast"}
 	// enBeforeDemonstrative are words after which this/that/those refer
 	// back rather than join a clause ("about that", "is that").
 	enBeforeDemonstrative = setOf("about of for with like on in at from to is was are were does did do by into than after before near what's")
@@ -295,6 +296,11 @@ func detectTrigger(q string) trigger {
 				k += m[2]
 				return trigger{kind: trigDetail, word: w, start: k, end: k + len(w)}
 			}
+		}
+		// "What about installation?", "How about Italian?": the question
+		// turns to a thing it names itself ("a moderate one" names none).
+		if x := strings.Fields(lower[m[2]:m[3]]); contentWords(q[m[2]:m[3]]) > 0 && !enQuestionWords[x[0]] && !slices.Contains(x, "one") && !slices.Contains(x, "ones") {
+			return trigger{}
 		}
 	}
 	for _, w := range zhEllipsis {
@@ -343,6 +349,19 @@ func blankSmallTalk(q string) string {
 	}
 	b.WriteString(rest)
 	return b.String()
+}
+
+// contentWords counts the English words of s that are not function words,
+// pronouns or numbers.
+func contentWords(s string) int {
+	n := 0
+	for _, t := range scan(s) {
+		w := strings.ToLower(t.text)
+		if t.kind == tokWord && !stopwords[w] && !enPronouns[w] && !isNumber(w) && len(w) > 2 {
+			n++
+		}
+	}
+	return n
 }
 
 // asksNothing reports whether an English sentence neither asks nor names
@@ -578,6 +597,22 @@ func theDetail(q string, trig trigger) bool {
 	return !strings.HasPrefix(rest, "of ") && !strings.HasPrefix(rest, "for ")
 }
 
+// namesPartOf reports whether q names the topic in part: a name of q is
+// part of the topic ("this Deep Impact mission", topic "Deep Impact
+// Extended Mission"; "da vinci pizzeria", topic "Da Vinci Pizzeria and Royal
+// Spice").
+func namesPartOf(q, topic string) bool {
+	if isChinese(topic) {
+		return false
+	}
+	for _, e := range entities(q) {
+		if (e.kind == entProduct || e.kind == entName) && len(e.text) >= 4 && indexWord(strings.ToLower(topic), strings.ToLower(e.text)) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // namesSomething reports whether q holds a product or a name.
 func namesSomething(q string) bool {
 	for _, e := range entities(q) {
@@ -664,14 +699,7 @@ func earlierSentence(q string, k int) bool {
 		if isSmallTalk(sent) {
 			continue
 		}
-		content := 0
-		for _, t := range scan(sent) {
-			w := strings.ToLower(t.text)
-			if t.kind == tokWord && !stopwords[w] && !enPronouns[w] && !isNumber(w) && len(w) > 2 {
-				content++
-			}
-		}
-		if content >= 2 {
+		if contentWords(sent) >= 2 {
 			return true
 		}
 	}

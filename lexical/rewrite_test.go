@@ -209,6 +209,10 @@ func TestRewriteLeavesSelfContained(t *testing.T) {
 		{"a closing with a demonstrative", "Thank you.  That is all of the info that I needed.  goodbye.", turns("The address of Little Seoul?", "Little Seoul is at 108 Regent Street.")},
 		{"a closing with it", "No, that takes care of it. Thank you for your help.", turns("The phone number of Restaurant Two Two?", "Restaurant Two Two's number is 01223 351880.")},
 		{"of course", "Of course!", turns("Asian food in the north?", "Saigon City serves Asian Oriental food. Would you like the address?")},
+		{"what about a thing it names", "What about installation?", turns("What is Red Hat OpenShift?", "How does OpenShift help?", "Do I need scripts?")},
+		{"how about another cuisine", "How about Italian?", turns("I want German food.", "There are no German restaurants in the west.")},
+		{"the topic named in part", "can you give summary of this Deep Impact mission?",
+			turns("What are the scientific objectives of NASA's Deep Impact Extended Mission?", "what about the goal of Deep Impact mission?")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
