@@ -299,13 +299,22 @@ func modelNumber(toks []token, j int) bool {
 // ("Pick the quickest route", "Give me ..."), not a name.
 var enObjects = setOf("the a an me my us our your his her their its them him this that these those some any")
 
+// enClausePreps after a sentence's first word make it a gerund or an
+// adverb opening a clause: "Speaking about", "Apart from".
+var enClausePreps = setOf("about of to from back on with for in into at")
+
 // startsClause reports whether the capitalised word toks[i], first of its
-// sentence, is a verb with its object ("Pick the ...") or a sentence
-// adverb ("Unfortunately Teavana ...") rather than a name.
+// sentence, is a verb with its object ("Pick the ..."), a sentence adverb
+// ("Unfortunately Teavana ...") or a gerund opening a clause ("Speaking
+// about ...") rather than a name.
 func startsClause(toks []token, i int) bool {
 	w := strings.ToLower(toks[i].text)
 	if len(w) >= 6 && strings.HasSuffix(w, "ly") && !isProductWord(toks[i].text) {
 		return true
+	}
+	if i+1 < len(toks) && toks[i+1].kind == tokWord && enClausePreps[strings.ToLower(toks[i+1].text)] &&
+		(len(w) >= 6 && strings.HasSuffix(w, "ing") || w == "apart" || w == "according" || w == "due" || w == "back") {
+		return true // "Speaking about ...", "Apart from ..."
 	}
 	if i+1 >= len(toks) || toks[i+1].kind != tokWord || toks[i+1].start == toks[i].end || !enObjects[strings.ToLower(toks[i+1].text)] {
 		return false

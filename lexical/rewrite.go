@@ -462,6 +462,9 @@ func findPronoun(q string) trigger {
 			if w == "this" && enTimeNouns[next] {
 				continue
 			}
+			if (w == "this" || w == "that") && reaction(toks[i+1:]) {
+				continue
+			}
 			if w == "that" && prev != "" && !enBeforeDemonstrative[prev] {
 				continue // "the one that ...", "said that ..."
 			}
@@ -496,12 +499,72 @@ var enImpersonal = setOf("possible impossible necessary true false likely unlike
 func expletiveIt(after []token) bool {
 	for k := 0; k < len(after) && k < 3 && after[k].kind == tokWord; k++ {
 		w := strings.ToLower(after[k].text)
-		if enWeather[w] || (k > 0 && enImpersonal[w]) {
+		if enWeather[w] || (k > 0 && enImpersonal[w]) || k == 0 && enRaising[w] {
+			return true
+		}
+		// "is it safer to invest ...", "how long does it take to get ...":
+		// "it" stands for the clause that follows.
+		if k > 0 && w == "to" && k+1 < len(after) && after[k+1].kind == tokWord && !stopwords[strings.ToLower(after[k+1].text)] &&
+			extraposing(strings.ToLower(after[k-1].text)) {
 			return true
 		}
 	}
 	return false
 }
+
+// extraposing reports whether w, between "it" and "to", makes "it" stand
+// for the clause after "to": an adjective of judgement or a comparative
+// ("safer", "possible"), or a verb of cost ("take", "cost").
+func extraposing(w string) bool {
+	switch w {
+	case "take", "takes", "took", "cost", "costs":
+		return true
+	}
+	return enImpersonal[w] || len(w) > 4 && (strings.HasSuffix(w, "er") || strings.HasSuffix(w, "est")) && !enObjects[w]
+}
+
+// enRaising verbs after "it" make it impersonal: "it seems that ...".
+var enRaising = setOf("seems seemed appears appeared depends depended happens happened turns turned")
+
+// enEvaluative words after "that is" make a reaction to the last answer
+// ("That is too bad."), not a reference to the topic.
+var enEvaluative = setOf(`bad good great nice ok okay fine cool sad awesome amazing interesting surprising surprised shocking
+strange weird funny helpful useful correct right wrong true fair perfect terrible awful excellent wonderful unfortunate
+shame pity impressive crazy insane enough`)
+
+// reaction reports whether the words after this/that/it make it a reaction
+// to what was said: "That is too bad", "that sounds great", "it's
+// really surprising".
+func reaction(after []token) bool {
+	k := 0
+	if k >= len(after) || after[k].kind != tokWord {
+		return false
+	}
+	switch strings.ToLower(after[k].text) {
+	case "is", "was", "sounds", "sounded", "seems", "looks", "feels":
+	default:
+		return false
+	}
+	for k++; k < len(after) && after[k].kind == tokWord; k++ {
+		w := strings.ToLower(after[k].text)
+		switch w {
+		case "so", "too", "very", "really", "quite", "pretty", "not", "a", "an", "just", "kind", "of":
+			continue
+		}
+		return enEvaluative[w]
+	}
+	return false
+}
+
+// frontedTopic reports whether q opens with a phrase that sets its own
+// topic before byte offset k ("Speaking about vaccines, how are they
+// made?", "Going back to primary source, can it be used ...").
+func frontedTopic(q string, k int) bool {
+	m := fronted.FindStringIndex(q)
+	return m != nil && m[1] <= k && contentWords(q[:m[1]]) >= 1
+}
+
+var fronted = regexp.MustCompile(`(?i)^\s*(?:(?:speaking|talking|thinking)\s+(?:about|of)|going\s+back\s+to|back\s+to|regarding|concerning|as\s+for|as\s+to|about|with\s+regard\s+to)\s+[^,;:?]{2,60}?,`)
 
 // insideAny reports whether q[k:k+n] lies inside one of the words.
 func insideAny(q string, k, n int, words []string) bool {
@@ -674,7 +737,7 @@ func antecedentBefore(q string, k int) bool {
 			return true
 		}
 	}
-	return earlierSentence(q, k)
+	return earlierSentence(q, k) || frontedTopic(q, k)
 }
 
 // earlierSentence reports whether an English question holds, before the

@@ -211,6 +211,13 @@ func TestRewriteLeavesSelfContained(t *testing.T) {
 		{"of course", "Of course!", turns("Asian food in the north?", "Saigon City serves Asian Oriental food. Would you like the address?")},
 		{"what about a thing it names", "What about installation?", turns("What is Red Hat OpenShift?", "How does OpenShift help?", "Do I need scripts?")},
 		{"how about another cuisine", "How about Italian?", turns("I want German food.", "There are no German restaurants in the west.")},
+		{"a reaction to the answer", "That is too bad.  Although the movement was non-violent, some ended up in violence, right?",
+			turns("Who led the salt march?", "Vallabhbhai Patel was arrested before it.")},
+		{"a topic set at the start", "Speaking about vaccines, how are they made?", turns("How does HIV spread?", "HIV spreads through blood.")},
+		{"it standing for the clause after it", "Is it safer to invest in bonds?", turns("Should I buy discounted company stock?", "Cons of Buying Discounted Company Stock: the risk.")},
+		{"it seems", "It seems NASA has invested a lot in its programs. How can all this money help mankind?", turns("How big is Jupiter?", "Jupiter is the largest planet.")},
+		{"not a gerund as the topic", "How do companies hire their employees?",
+			turns("Speaking about good and bad business, what makes a good manager?", "A good manager listens.")},
 		{"the topic named in part", "can you give summary of this Deep Impact mission?",
 			turns("What are the scientific objectives of NASA's Deep Impact Extended Mission?", "what about the goal of Deep Impact mission?")},
 	}
