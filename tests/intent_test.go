@@ -14,7 +14,7 @@ import (
 // offline engine: small talk is chitchat and skips retrieval, a question
 // is qa through the corrective loop, a data request starts the agent, a
 // vague one is answered with one question back; the state keeps the
-// confident intents and the last one, which is the CtxLastIntent search
+// intent history (seed 002's entries) and the last intent, which is the CtxLastIntent search
 // attribute too. (Every turn had "intent": null.)
 func TestIntentsRouteTurns(t *testing.T) {
 	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
@@ -53,7 +53,7 @@ func TestIntentsRouteTurns(t *testing.T) {
 	}
 	var got []string
 	for _, r := range st.Intents {
-		got = append(got, r.Label)
+		got = append(got, r.Intent)
 	}
 	if strings.Join(got, ",") != "chitchat,qa,task,clarify" || st.LastIntent != "clarify" {
 		t.Errorf("state intents %v, last %q", got, st.LastIntent)

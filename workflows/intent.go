@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -11,12 +12,14 @@ import (
 
 // Intent history (seed 002, component 1).
 const (
-	// IntentHistorySize is how many confident intents a session keeps
-	// (INTENT_HISTORY_SIZE); the classifier sees them.
+	// IntentHistorySize is how many of the last intents the classifier
+	// sees (INTENT_HISTORY_SIZE).
 	IntentHistorySize = 5
 	// IntentFallbackThreshold (INTENT_FALLBACK_THRESHOLD): below it the
 	// last confident intent stands.
 	IntentFallbackThreshold = 0.6
+	// intentHistoryKept bounds the history the state keeps.
+	intentHistoryKept = 32
 	// LeaveQAThreshold is the confidence a turn needs to leave the qa
 	// route for chitchat, a task or a clarifying question. On fifty
 	// held-out utterances (lexical/testdata/intents.jsonl) the offline
@@ -42,40 +45,50 @@ type Intent struct {
 	Route      string  `json:"route,omitempty"`
 }
 
-// IntentRecord is a confident intent of the session's history.
+// IntentRecord is one classification of the session's intent history, in
+// the seed's shape.
 type IntentRecord struct {
-	Label      string  `json:"label"`
-	Confidence float64 `json:"confidence"`
+	Intent     string    `json:"intent"`
+	Confidence float64   `json:"confidence"`
+	Turn       int       `json:"turn"`
+	Timestamp  time.Time `json:"timestamp"`
 }
 
-// decideIntent applies seed 002's rules to the classifier's guess: at or
-// above IntentFallbackThreshold it stands and joins the history (the last
-// IntentHistorySize kept); below, the last confident intent stands (qa
-// when there is none) and the history is left as it is; a failed
-// classification (nil) is qa at 0.5, the history left as it is.
-func decideIntent(history []IntentRecord, guess *activities.IntentGuess) (Intent, []IntentRecord) {
-	switch {
-	case guess == nil:
+// decideIntent applies seed 002's rules to the classifier's guess for
+// turn at now: the guess joins the history (its last intentHistoryKept
+// kept); at or above IntentFallbackThreshold it stands, below it the most
+// recent confident intent of the history stands (qa when there is none). A
+// failed classification (nil) is qa at 0.5, and the history is left as it
+// is.
+func decideIntent(history []IntentRecord, guess *activities.IntentGuess, turn int, now time.Time) (Intent, []IntentRecord) {
+	if guess == nil {
 		return Intent{Label: convo.IntentQA, Confidence: 0.5}, history
-	case guess.Confidence >= IntentFallbackThreshold:
-		next := append(append([]IntentRecord(nil), history...), IntentRecord(*guess))
-		if len(next) > IntentHistorySize {
-			next = next[len(next)-IntentHistorySize:]
+	}
+	it := Intent{Label: guess.Label, Confidence: guess.Confidence}
+	if guess.Confidence < IntentFallbackThreshold {
+		it.Label, it.FellBack = convo.IntentQA, true
+		for i := len(history) - 1; i >= 0; i-- {
+			if history[i].Confidence >= IntentFallbackThreshold {
+				it.Label = history[i].Intent
+				break
+			}
 		}
-		return Intent{Label: guess.Label, Confidence: guess.Confidence}, next
 	}
-	label := convo.IntentQA
-	if len(history) > 0 {
-		label = history[len(history)-1].Label
+	next := append(append([]IntentRecord(nil), history...),
+		IntentRecord{Intent: guess.Label, Confidence: guess.Confidence, Turn: turn, Timestamp: now})
+	if len(next) > intentHistoryKept {
+		next = next[len(next)-intentHistoryKept:]
 	}
-	return Intent{Label: label, Confidence: guess.Confidence, FellBack: true}, history
+	return it, next
 }
 
-// labels are the history's labels, oldest first.
-func labels(history []IntentRecord) []string {
+// recentIntents are the labels the classifier sees: the history's last
+// IntentHistorySize, oldest first.
+func recentIntents(history []IntentRecord) []string {
+	history = history[max(0, len(history)-IntentHistorySize):]
 	out := make([]string, len(history))
 	for i, r := range history {
-		out[i] = r.Label
+		out[i] = r.Intent
 	}
 	return out
 }
@@ -109,11 +122,8 @@ func (s *session) classify(ctx workflow.Context, lc activities.LoadContextResult
 	if !s.intents(ctx) {
 		return lc.Route
 	}
-	it, history := decideIntent(s.st.Intents, lc.Intent)
-	s.st.Intents = history
-	if !it.FellBack {
-		s.st.LastIntent = it.Label
-	}
+	it, history := decideIntent(s.st.Intents, lc.Intent, s.st.Turns+1, workflow.Now(ctx))
+	s.st.Intents, s.st.LastIntent = history, it.Label
 	it.Route = routeOf(it, lc.Route, s.continuable())
 	res.Intent = &it
 	if lc.Intent == nil {

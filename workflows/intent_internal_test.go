@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -9,55 +11,54 @@ import (
 	"github.com/ctxflow/ctxflow/convo"
 )
 
-// The properties of seed 002's intent history, for any history and any
-// guess: the history holds at most IntentHistorySize intents, each
-// confident; a confident guess stands and is the history's newest; a
-// doubtful one leaves the history as it is and the last confident intent
-// stands (qa without one); a failed classification is qa at 0.5 and
-// leaves the history as it is. Leaving qa's route takes LeaveQAThreshold.
+// Seed 002's properties of the intent history, for any history and any
+// guess: (1) a classification adds exactly one entry, this turn's, to the
+// history (until it holds intentHistoryKept); (2) the classifier sees the
+// history's last IntentHistorySize intents, oldest first; (3) below the
+// threshold, the most recent confident intent of the history stands (qa
+// without one); a failed classification is qa at 0.5 and leaves the
+// history as it is. And leaving qa's route takes LeaveQAThreshold.
 func TestIntentHistoryProperties(t *testing.T) {
 	names := []string{convo.IntentQA, convo.IntentChitchat, convo.IntentTask, convo.IntentContinue, convo.IntentClarify}
+	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	record := rapid.Custom(func(t *rapid.T) IntentRecord {
-		return IntentRecord{Label: rapid.SampledFrom(names).Draw(t, "label"), Confidence: rapid.Float64Range(IntentFallbackThreshold, 1).Draw(t, "p")}
+		return IntentRecord{Intent: rapid.SampledFrom(names).Draw(t, "label"), Confidence: rapid.Float64Range(0, 1).Draw(t, "p")}
 	})
 	rapid.Check(t, func(t *rapid.T) {
-		history := rapid.SliceOfN(record, 0, IntentHistorySize).Draw(t, "history")
+		history := rapid.SliceOfN(record, 0, intentHistoryKept).Draw(t, "history")
 		var guess *activities.IntentGuess
 		if rapid.Bool().Draw(t, "classified") {
 			guess = &activities.IntentGuess{Label: rapid.SampledFrom(names).Draw(t, "guess"), Confidence: rapid.Float64Range(0, 1).Draw(t, "confidence")}
 		}
-		before := append([]IntentRecord(nil), history...)
-		it, next := decideIntent(history, guess)
+		before := slices.Clone(history)
+		it, next := decideIntent(history, guess, 7, now)
 
-		if len(next) > IntentHistorySize {
-			t.Fatalf("history of %d", len(next))
+		recent := recentIntents(before)
+		if want := min(len(before), IntentHistorySize); len(recent) != want || (want > 0 && recent[want-1] != before[len(before)-1].Intent) {
+			t.Fatalf("the classifier sees %v of %v", recent, before)
 		}
-		for _, r := range next {
-			if r.Confidence < IntentFallbackThreshold {
-				t.Fatalf("doubtful intent %+v in the history", r)
-			}
-		}
-		same := len(next) == len(before)
-		for i := 0; same && i < len(next); i++ {
-			same = next[i] == before[i]
-		}
-		switch {
-		case guess == nil:
-			if it.Label != convo.IntentQA || it.Confidence != 0.5 || !same {
+		if guess == nil {
+			if it.Label != convo.IntentQA || it.Confidence != 0.5 || !slices.Equal(next, before) {
 				t.Fatalf("failed classification: %+v, history %v → %v", it, before, next)
 			}
-		case guess.Confidence >= IntentFallbackThreshold:
-			if it.Label != guess.Label || it.FellBack || next[len(next)-1] != IntentRecord(*guess) {
-				t.Fatalf("confident %+v: %+v, history %v", *guess, it, next)
+			return
+		}
+		added := IntentRecord{Intent: guess.Label, Confidence: guess.Confidence, Turn: 7, Timestamp: now}
+		if next[len(next)-1] != added || len(next) != min(len(before)+1, intentHistoryKept) {
+			t.Fatalf("history %d → %d, last %+v", len(before), len(next), next[len(next)-1])
+		}
+		want := guess.Label
+		if guess.Confidence < IntentFallbackThreshold {
+			want = convo.IntentQA
+			for i := len(before) - 1; i >= 0; i-- {
+				if before[i].Confidence >= IntentFallbackThreshold {
+					want = before[i].Intent
+					break
+				}
 			}
-		default:
-			want := convo.IntentQA
-			if len(before) > 0 {
-				want = before[len(before)-1].Label
-			}
-			if it.Label != want || !it.FellBack || !same {
-				t.Fatalf("doubtful %+v after %v: %+v, history %v", *guess, before, it, next)
-			}
+		}
+		if it.Label != want || it.FellBack != (guess.Confidence < IntentFallbackThreshold) {
+			t.Fatalf("guess %+v after %v: %+v, want %s", *guess, before, it, want)
 		}
 		it.Route = routeOf(it, activities.RouteQA, rapid.Bool().Draw(t, "paused"))
 		if it.Route != activities.RouteQA && it.Route != RouteContinue && (it.FellBack || it.Confidence < LeaveQAThreshold) {

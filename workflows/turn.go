@@ -135,7 +135,7 @@ func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg Session
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: parent,
 				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
 				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: route,
-				ClassifyIntent: req.Kind == "" && s.intents(ctx), RecentIntents: labels(s.st.Intents),
+				ClassifyIntent: req.Kind == "" && s.intents(ctx), RecentIntents: recentIntents(s.st.Intents),
 				Linear: s.checkLost(ctx) && parent == s.st.ActiveLeaf && !s.st.LeafMoved,
 			}).Get(ctx, &lc)
 		if len(lc.Lost) > 0 {

@@ -291,9 +291,9 @@ type SessionState struct {
 	// the model view is a fallback truncation.
 	SummaryDegraded string `json:"summaryDegraded,omitempty"`
 	LastIntent      string `json:"lastIntent,omitempty"`
-	// Intents are the session's last confident intents, oldest first
-	// (IntentHistorySize); Topic is what the conversation is about, as the
-	// rewriter last found it.
+	// Intents are the session's last classified intents, oldest first
+	// (the classifier sees the last IntentHistorySize); Topic is what the
+	// conversation is about, as the rewriter last found it.
 	Intents []IntentRecord `json:"intents,omitempty"`
 	Topic   string         `json:"topic,omitempty"`
 	// Task is the session's current (or last) agent task; Facts what its
