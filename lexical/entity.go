@@ -212,6 +212,14 @@ func nameish(w string) bool {
 	return isCapitalised(w) && !stopwords[l] && !notNames[l] && !codeWords[w] && !isContraction(l)
 }
 
+// capitalsInside reports whether w has a capital letter after its first
+// ("NodeSync", "VPC", "YouTube"): a name wherever it stands, not a word
+// capitalised for starting a sentence.
+func capitalsInside(w string) bool {
+	_, n := utf8.DecodeRuneInString(w)
+	return strings.ContainsFunc(w[n:], unicode.IsUpper)
+}
+
 // isContraction reports whether w is a pronoun or verb with a contracted
 // ending ("we're", "they'll", "couldn't"), never a name.
 func isContraction(w string) bool {
@@ -264,7 +272,7 @@ func nameRun(s string, toks []token, i int, sentenceStart bool) (next int, e ent
 	switch {
 	case product:
 		kind = entProduct
-	case words == 1 && sentenceStart, allModifiers(s[toks[i].start:toks[last].end]):
+	case words == 1 && sentenceStart && !capitalsInside(toks[i].text), allModifiers(s[toks[i].start:toks[last].end]):
 		kind = entNameInitial
 	}
 	return last + 1, entity{text: text, kind: kind, pos: toks[i].start}, true

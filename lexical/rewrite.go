@@ -70,12 +70,18 @@ func rewrite(question string, history []convo.Message, depth int) RewriteResult 
 		return res
 	}
 	res.Trigger = trig.name()
+	if trig.kind == trigShort && answersQuestion(q, history) {
+		return res
+	}
 	res.Topic = trackTopic(history)
 	if res.Topic == "" || containsFold(q, res.Topic) || namesPartOf(q, res.Topic) {
 		return res
 	}
 	if trig.kind == trigPronoun && antecedentBefore(q, trig.start) {
 		return res
+	}
+	if trig.kind == trigDetail && ownDetail(q, trig) {
+		return res // "how can I estimate my costs?": the user's own
 	}
 	if trig.kind == trigDetail && theDetail(q, trig) {
 		// "give me the address": whose address, the question does not say.
@@ -351,6 +357,22 @@ func blankSmallTalk(q string) string {
 	return b.String()
 }
 
+// answersQuestion reports whether q, a short English fragment that asks
+// nothing ("Centre please", "doesn't matter"), answers the question the
+// last answer ended with ("What area would you like?"): it fills that
+// question's gap, not the topic's.
+func answersQuestion(q string, history []convo.Message) bool {
+	if isChinese(q) || isQuestion(q) || len(history) == 0 {
+		return false
+	}
+	last := history[len(history)-1]
+	if last.Role != convo.RoleAssistant {
+		return false
+	}
+	sents := sentences(strings.TrimSpace(last.Content))
+	return len(sents) > 0 && isQuestion(sents[len(sents)-1])
+}
+
 // contentWords counts the English words of s that are not function words,
 // pronouns or numbers.
 func contentWords(s string) int {
@@ -502,6 +524,9 @@ func expletiveIt(after []token) bool {
 		if enWeather[w] || (k > 0 && enImpersonal[w]) || k == 0 && enRaising[w] {
 			return true
 		}
+		if k == 0 && enImpersonal[w] && len(after) > 1 && after[1].kind == tokWord && enClauseStarts[strings.ToLower(after[1].text)] {
+			return true // "is it possible that ...", "it true that ..."
+		}
 		// "is it safer to invest ...", "how long does it take to get ...":
 		// "it" stands for the clause that follows.
 		if k > 0 && w == "to" && k+1 < len(after) && after[k+1].kind == tokWord && !stopwords[strings.ToLower(after[k+1].text)] &&
@@ -522,6 +547,9 @@ func extraposing(w string) bool {
 	}
 	return enImpersonal[w] || len(w) > 4 && (strings.HasSuffix(w, "er") || strings.HasSuffix(w, "est")) && !enObjects[w]
 }
+
+// enClauseStarts start the clause an impersonal "it" stands for.
+var enClauseStarts = setOf("that to if whether")
 
 // enRaising verbs after "it" make it impersonal: "it seems that ...".
 var enRaising = setOf("seems seemed appears appeared depends depended happens happened turns turned")
@@ -658,6 +686,20 @@ func theDetail(q string, trig trigger) bool {
 	}
 	rest := strings.TrimSpace(strings.ToLower(q[trig.end:]))
 	return !strings.HasPrefix(rest, "of ") && !strings.HasPrefix(rest, "for ")
+}
+
+// ownDetail reports whether the English detail word of trig belongs to
+// the speaker or the listener: "my costs", "your address".
+func ownDetail(q string, trig trigger) bool {
+	before := strings.Fields(strings.ToLower(q[:trig.start]))
+	if len(before) == 0 || isChinese(q) {
+		return false
+	}
+	switch before[len(before)-1] {
+	case "my", "our", "your":
+		return true
+	}
+	return false
 }
 
 // namesPartOf reports whether q names the topic in part: a name of q is

@@ -218,6 +218,10 @@ func TestRewriteLeavesSelfContained(t *testing.T) {
 		{"it seems", "It seems NASA has invested a lot in its programs. How can all this money help mankind?", turns("How big is Jupiter?", "Jupiter is the largest planet.")},
 		{"not a gerund as the topic", "How do companies hire their employees?",
 			turns("Speaking about good and bad business, what makes a good manager?", "A good manager listens.")},
+		{"a name in capitals", "NodeSync", turns("How can I update a classic worker node?", "Major updates change the version.")},
+		{"the user's own costs", "how can I estimate my costs?", turns("What are the billing plans?", "There are two: Pay-As-You-Go and Subscription.")},
+		{"an answer to the last question", "Centre please", turns("I want Thai food.", "Bangkok City serves Thai food. What area would you like?")},
+		{"it possible that", "Is it possible that the cyclones on Jupiter affect the Earth?", turns("What did Juno and Galileo find?", "Juno and Galileo found cyclones.")},
 		{"the topic named in part", "can you give summary of this Deep Impact mission?",
 			turns("What are the scientific objectives of NASA's Deep Impact Extended Mission?", "what about the goal of Deep Impact mission?")},
 	}
