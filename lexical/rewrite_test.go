@@ -301,3 +301,57 @@ func TestRewriteShortFollowUps(t *testing.T) {
 		})
 	}
 }
+
+// questionWords are the content words of q a rewrite must keep: English
+// words but function words and pronouns, and Chinese runes but particles,
+// pronouns and fillers.
+func questionWords(q string) []string {
+	var out []string
+	for _, t := range scan(q) {
+		switch t.kind {
+		case tokWord:
+			w := strings.ToLower(t.text)
+			if !stopwords[w] && !enPronouns[w] && w != "there" {
+				out = append(out, w)
+			}
+		case tokCJK:
+			for _, r := range t.text {
+				if !strings.ContainsRune(zhParticles+"它他她们这那个些款部家里儿还有而么", r) {
+					out = append(out, string(r))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestRewriteKeepsTheQuestion: a rewrite adds to the question and
+// resolves its references; it never drops the question's own content
+// words, and a question without history is never changed.
+func TestRewriteKeepsTheQuestion(t *testing.T) {
+	// The fragments of follow-ups besides the shared ones.
+	followUps := append([]string{"what about ", "And ", "那", "呢", "明天", "屏幕", "the address", "go there", "my ", "Speaking about ",
+		"That is ", "too bad", "NodeSync", "7-day", "继续"}, fragments...)
+	gen := func(n int) *rapid.Generator[string] {
+		return rapid.Custom(func(t *rapid.T) string {
+			return strings.Join(rapid.SliceOfN(rapid.SampledFrom(followUps), 0, n).Draw(t, "parts"), "")
+		})
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		q := gen(6).Draw(t, "question")
+		h := turns(rapid.SliceOfN(gen(8), 0, 6).Draw(t, "history")...)
+		got := Rewrite(q, h)
+		if Rewrite(q, nil).Changed {
+			t.Fatalf("Rewrite(%q) without history changed it", q)
+		}
+		if !got.Changed {
+			return
+		}
+		lower := strings.ToLower(got.Query)
+		for _, w := range questionWords(q) {
+			if !strings.Contains(lower, w) {
+				t.Fatalf("Rewrite(%q) = %q dropped %q", q, got.Query, w)
+			}
+		}
+	})
+}
