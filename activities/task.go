@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 type Agent struct {
 	Transcript TranscriptStore
 	Tools      []Tool
-	Planner    Planner
+	// Remote are tools from outside (MCP servers; nil: none), listed once
+	// a task by ListTools.
+	Remote  ToolSource
+	Planner Planner
 	// Model writes a paused task's progress summary; nil (or a failure)
 	// gives the summary built from the steps.
 	Model     ChatModel
@@ -113,6 +117,9 @@ type ThinkInput struct {
 	Window    convo.WindowConfig `json:"window"`
 	// FactsID names the task's facts record ("" for none; see SaveFacts).
 	FactsID string `json:"factsId,omitempty"`
+	// ToolsID names the task's record of remote tools, offered besides
+	// the worker's own ("" for none; see ListTools).
+	ToolsID string `json:"toolsId,omitempty"`
 	// Steps are the last few steps, compact (the view has them verbatim).
 	Steps   []StepRecord `json:"steps,omitempty"`
 	Model   string       `json:"model"`
@@ -161,10 +168,15 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 	if err != nil {
 		return ThinkResult{}, err
 	}
-	specs := make([]ToolSpec, len(a.Tools))
-	for i, t := range a.Tools {
-		specs[i] = t.Spec()
+	remote, err := a.remoteSpecs(ctx, in.Task, in.ToolsID)
+	if err != nil {
+		return ThinkResult{}, err
 	}
+	specs := make([]ToolSpec, 0, len(a.Tools)+len(remote))
+	for _, t := range a.Tools {
+		specs = append(specs, t.Spec())
+	}
+	specs = append(specs, remote...)
 	step, err := a.Planner.Next(ctx, PlanRequest{
 		Model: in.Model, Goal: in.Goal, Facts: facts, View: view, Tools: specs,
 		Step: in.Step, Steps: in.Steps, Options: in.Options,
@@ -313,6 +325,8 @@ type CallToolInput struct {
 	Window        convo.WindowConfig  `json:"window"`
 	SummaryConfig convo.SummaryConfig `json:"summaryConfig"`
 	SummaryID     string              `json:"summaryId,omitempty"`
+	// ToolsID names the task's record of remote tools ("" for none).
+	ToolsID string `json:"toolsId,omitempty"`
 }
 
 // CallToolResult is a tool call's outcome, compact: the result itself is
@@ -351,7 +365,11 @@ func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult,
 		res.Observation = clipText(stored.Content, 160)
 		return a.due(ctx, in, res)
 	}
-	content, facts, ok, err := a.run(WithTenant(ctx, in.Task.Tenant), call.ToolCall)
+	remote, err := a.remoteSpecs(ctx, in.Task, in.ToolsID)
+	if err != nil {
+		return res, err
+	}
+	content, facts, ok, err := a.run(WithTenant(ctx, in.Task.Tenant), call.ToolCall, remote)
 	if err != nil {
 		return res, fmt.Errorf("tool %s (call %s of %s): %w", call.ToolCall.Name, in.CallID, in.Task, err)
 	}
@@ -362,12 +380,13 @@ func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult,
 	return a.due(ctx, in, res)
 }
 
-// run runs a call: its result's JSON and facts, or an error observation;
-// err only for an infrastructure failure.
-func (a *Agent) run(ctx context.Context, c *convo.ToolCall) (content string, facts KnownFacts, ok bool, err error) {
+// run runs a call of a worker's tool or of one of remote, the task's
+// recorded remote tools: its result (JSON, or a remote tool's text) and
+// facts, or an error observation; err only for an infrastructure failure.
+func (a *Agent) run(ctx context.Context, c *convo.ToolCall, remote []ToolSpec) (content string, facts KnownFacts, ok bool, err error) {
 	observe := func(e error) (string, KnownFacts, bool, error) {
-		b, _ := json.Marshal(map[string]string{"error": e.Error()})
-		return string(b), KnownFacts{ErrorHistory: []string{c.Name + ": " + e.Error()}}, false, nil
+		content, facts := toolObservation(c.Name, e)
+		return content, facts, false, nil
 	}
 	for _, t := range a.Tools {
 		if t.Spec().Name != c.Name {
@@ -389,11 +408,17 @@ func (a *Agent) run(ctx context.Context, c *convo.ToolCall) (content string, fac
 		}
 		return capResult(string(b), a.ResultMaxBytes), facts, true, nil
 	}
-	names := make([]string, len(a.Tools))
-	for i, t := range a.Tools {
-		names[i] = t.Spec().Name
+	if a.Remote != nil && slices.ContainsFunc(remote, func(s ToolSpec) bool { return s.Name == c.Name }) {
+		return a.callRemote(ctx, c)
 	}
-	return observe(fmt.Errorf("unknown tool %q: the tools are %s", c.Name, strings.Join(names, ", ")))
+	return observe(fmt.Errorf("unknown tool %q: the tools are %s", c.Name, toolNames(a.Tools, remote)))
+}
+
+// toolObservation is the error observation of a call of tool: the JSON
+// the model reads, and the error for the known facts.
+func toolObservation(tool string, e error) (string, KnownFacts) {
+	b, _ := json.Marshal(map[string]string{"error": e.Error()})
+	return string(b), KnownFacts{ErrorHistory: []string{tool + ": " + e.Error()}}
 }
 
 func (a *Agent) storeResult(ctx context.Context, task SessionKey, callID, content string) error {
@@ -540,7 +565,9 @@ End by asking whether to continue.`
 
 // Progress writes the progress summary of a task paused at its step limit
 // (a model call; without a model, or when it fails, the summary is built
-// from the steps) and stores it in the transcript.
+// from the steps) and stores it in the transcript. The tools used are
+// counted over the whole task (its transcript), not only since the last
+// pause.
 func (a *Agent) Progress(ctx context.Context, in ProgressInput) (ProgressResult, error) {
 	defer keepAlive(ctx)()
 	id := stepID(in.Step, "pause")
@@ -551,23 +578,15 @@ func (a *Agent) Progress(ctx context.Context, in ProgressInput) (ProgressResult,
 	if err != nil {
 		return ProgressResult{}, err
 	}
-	res := ProgressResult{MessageID: id, Summary: StepsSummary(in.Goal, facts, in.Step, in.Steps), Engine: "steps"}
+	branch, err := a.Transcript.Branch(ctx, in.Task, in.Leaf)
+	if err != nil {
+		return ProgressResult{}, fmt.Errorf("progress of %s: read its steps: %w", in.Task, err)
+	}
+	uses := ToolUses(branch)
+	res := ProgressResult{MessageID: id, Summary: StepsSummary(in.Goal, facts, in.Step, uses, in.Steps), Engine: "steps"}
 	if a.Model != nil {
-		var b strings.Builder
-		fmt.Fprintf(&b, "Goal: %s\n\nSteps:\n", in.Goal)
-		for _, s := range in.Steps {
-			fmt.Fprintf(&b, "%d. %s %s → %s\n", s.N, s.Tool, s.Args, s.Observation)
-		}
-		if p := facts.Prompt(); p != "" {
-			b.WriteString("\n" + p)
-		}
-		resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Options: ModelOptions{NumPredict: 600}, Messages: []convo.ModelMessage{
-			{Role: string(convo.RoleSystem), Content: progressPrompt}, {Role: string(convo.RoleUser), Content: b.String()},
-		}}, nil)
-		if err == nil && strings.TrimSpace(resp.Content) != "" {
-			res.Summary, res.Engine = strings.TrimSpace(resp.Content), "model"
-		} else if err != nil {
-			logger(ctx).Info("progress summary by the model failed: built from the steps", "task", in.Task.String(), "error", err)
+		if summary, ok := a.modelProgress(ctx, in, facts, uses); ok {
+			res.Summary, res.Engine = summary, "model"
 		}
 	}
 	m := convo.Message{ID: id, ParentID: in.Leaf, Role: convo.RoleAssistant, Content: res.Summary, CreatedAt: time.Now().UTC()}
@@ -578,64 +597,138 @@ func (a *Agent) Progress(ctx context.Context, in ProgressInput) (ProgressResult,
 	return res, nil
 }
 
-// summaryWords are the parts of a progress summary built without a model,
-// in English and in Chinese (the goal's language).
-var summaryWords = map[bool][7]string{
-	false: {"Goal", "Done: %d steps", "Found", "%d tables (%s)", "nothing yet", "Problems", "Remaining: the steps left to answer the goal. Continue? (say \"continue\")"},
-	true:  {"目标", "已完成：%d 步", "发现", "%d 张表（%s）", "暂无", "问题", "剩余：回答目标所需的其余步骤。要继续吗？（请说「继续」）"},
+// modelProgress asks the model for the progress summary; false when it
+// failed or answered nothing (the summary built from the steps stands).
+func (a *Agent) modelProgress(ctx context.Context, in ProgressInput, facts KnownFacts, uses []ToolUse) (string, bool) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Goal: %s\n\nSteps taken: %d; tool calls so far: %s.\n\nLatest steps:\n", in.Goal, in.Step, formatToolUses(uses, ", "))
+	for _, s := range in.Steps {
+		fmt.Fprintf(&b, "%d. %s %s → %s\n", s.N, s.Tool, s.Args, s.Observation)
+	}
+	if p := facts.Prompt(); p != "" {
+		b.WriteString("\n" + p)
+	}
+	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Options: ModelOptions{NumPredict: 600}, Messages: []convo.ModelMessage{
+		{Role: string(convo.RoleSystem), Content: progressPrompt}, {Role: string(convo.RoleUser), Content: b.String()},
+	}}, nil)
+	if err != nil {
+		logger(ctx).Info("progress summary by the model failed: built from the steps", "task", in.Task.String(), "error", err)
+		return "", false
+	}
+	summary := strings.TrimSpace(resp.Content)
+	return summary, summary != ""
+}
+
+// ToolUse is how many times a task called one tool.
+type ToolUse struct {
+	Tool  string `json:"tool"`
+	Calls int    `json:"calls"`
+}
+
+// ToolUses counts the tool calls among msgs (a task's transcript), by
+// tool, in the order of their first use.
+func ToolUses(msgs []convo.Message) []ToolUse {
+	var out []ToolUse
+	at := map[string]int{}
+	for _, m := range msgs {
+		if m.Role != convo.RoleToolCall || m.ToolCall == nil {
+			continue
+		}
+		i, ok := at[m.ToolCall.Name]
+		if !ok {
+			i = len(out)
+			at[m.ToolCall.Name] = i
+			out = append(out, ToolUse{Tool: m.ToolCall.Name})
+		}
+		out[i].Calls++
+	}
+	return out
+}
+
+// formatToolUses writes uses as "list_tables ×1, run_sql ×14" (sep
+// between them), "none" for none.
+func formatToolUses(uses []ToolUse, sep string) string {
+	if len(uses) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(uses))
+	for i, u := range uses {
+		parts[i] = fmt.Sprintf("%s ×%d", u.Tool, u.Calls)
+	}
+	return strings.Join(parts, sep)
+}
+
+// summaryText is the wording of a progress summary built without a model,
+// in one language.
+type summaryText struct {
+	goal, steps, step, tools, found, tables, described, queries, nothing, problems, problem, remaining string
+	// sep separates the findings and the problems, list the items of a
+	// list; end ends a part.
+	sep, list, end string
+}
+
+// summaryTexts are the wordings in English and in Chinese (the goal's
+// language), by whether it is Chinese.
+var summaryTexts = map[bool]summaryText{
+	false: {goal: "Goal: %s", steps: "Done: %d steps", step: "Done: %d step", tools: " (%s)", found: "Found: ",
+		tables: "%d tables (%s)", described: "described: %s", queries: "latest queries: %s", nothing: "nothing yet",
+		problems: "Problems: ", problem: "%d: %s", remaining: "Remaining: the steps left to answer the goal. Continue? (say \"continue\")",
+		sep: "; ", list: ", ", end: "."},
+	true: {goal: "目标：%s", steps: "已完成：%d 步", step: "已完成：%d 步", tools: "（%s）", found: "发现：",
+		tables: "%d 张表（%s）", described: "已查看结构：%s", queries: "最近的查询：%s", nothing: "暂无",
+		problems: "问题：", problem: "第 %d 步：%s", remaining: "剩余：回答目标所需的其余步骤。要继续吗？（请说「继续」）",
+		sep: "；", list: "、", end: "。"},
 }
 
 // StepsSummary is a progress summary built from the facts and the steps
-// (the last of which is step) alone: the goal, the tools used, what was
-// found (tables, described tables, the latest query results), the
-// problems, what remains.
-func StepsSummary(goal string, facts KnownFacts, step int, steps []StepRecord) string {
-	zh := lexical.IsChinese(goal)
-	w := summaryWords[zh]
+// alone, in the goal's language: the goal, the steps taken (step, the
+// last one's number) and the tools they called (uses, over the whole
+// task), what was found (tables, described tables, the latest query
+// results), the problems of the recent steps, what remains.
+func StepsSummary(goal string, facts KnownFacts, step int, uses []ToolUse, recent []StepRecord) string {
+	w := summaryTexts[lexical.IsChinese(goal)]
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s\n"+w[1], w[0], goal, step)
-	var tools []string
-	uses := map[string]int{}
+	fmt.Fprintf(&b, w.goal+"\n", goal)
+	done := w.steps
+	if step == 1 {
+		done = w.step
+	}
+	fmt.Fprintf(&b, done, step)
+	if len(uses) > 0 {
+		fmt.Fprintf(&b, w.tools, formatToolUses(uses, w.list))
+	}
+	b.WriteString(w.end + "\n" + w.found + strings.Join(findings(w, facts), w.sep) + w.end)
 	var problems []string
-	for _, s := range steps {
-		if s.Tool != "" {
-			if uses[s.Tool] == 0 {
-				tools = append(tools, s.Tool)
-			}
-			uses[s.Tool]++
-		}
+	for _, s := range recent {
 		if !s.OK {
-			problems = append(problems, fmt.Sprintf("%d: %s", s.N, clipText(s.Observation, 120)))
+			problems = append(problems, fmt.Sprintf(w.problem, s.N, clipText(s.Observation, 120)))
 		}
 	}
-	for i, t := range tools {
-		tools[i] = fmt.Sprintf("%s ×%d", t, uses[t])
+	if len(problems) > 0 {
+		b.WriteString("\n" + w.problems + strings.Join(problems, w.sep) + w.end)
 	}
-	if len(tools) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(tools, ", "))
-	}
-	fmt.Fprintf(&b, ".\n%s: ", w[2])
+	b.WriteString("\n" + w.remaining)
+	return b.String()
+}
+
+// findings are what the facts hold, in w's words.
+func findings(w summaryText, facts KnownFacts) []string {
 	var found []string
 	if len(facts.Tables) > 0 {
-		found = append(found, fmt.Sprintf(w[3], len(facts.Tables), strings.Join(facts.Tables, ", ")))
+		found = append(found, fmt.Sprintf(w.tables, len(facts.Tables), strings.Join(facts.Tables, w.list)))
 	}
 	if len(facts.Schemas) > 0 {
 		names := make([]string, len(facts.Schemas))
 		for i, s := range facts.Schemas {
 			names[i] = s.Table
 		}
-		found = append(found, "described: "+strings.Join(names, ", "))
+		found = append(found, fmt.Sprintf(w.described, strings.Join(names, w.list)))
 	}
 	if q := facts.SQLHistory; len(q) > 0 {
-		found = append(found, "latest queries: "+strings.Join(q[max(0, len(q)-3):], "; "))
+		found = append(found, fmt.Sprintf(w.queries, strings.Join(q[max(0, len(q)-3):], w.sep)))
 	}
 	if len(found) == 0 {
-		found = append(found, w[4])
+		found = append(found, w.nothing)
 	}
-	b.WriteString(strings.Join(found, "; "))
-	if len(problems) > 0 {
-		fmt.Fprintf(&b, ".\n%s: %s", w[5], strings.Join(problems, "; "))
-	}
-	b.WriteString(".\n" + w[6])
-	return b.String()
+	return found
 }
