@@ -75,10 +75,13 @@ type RetrieveResult struct {
 }
 
 // Retrieve searches the knowledge base and runs the relevance filter (seed
-// 000 §3.3.2) over the hits: a document below the similarity threshold is
-// dropped; one that matches the query's keywords or entities, or is very
-// similar, is kept; one that matches only the conversation's topic is kept
-// as on-topic; the rest are dropped. Each verdict carries its reason.
+// 000 §3.3.2) over the hits, in the seed's order: a document below the
+// similarity floor ([SimilarityFloor], or the threshold if lower) is
+// dropped; one that matches the query's keywords or entities is kept, even
+// below the similarity threshold; of the rest, one below the threshold is
+// dropped, one very similar is kept, one that matches the conversation's
+// topic is kept as on-topic, and the others are dropped. Each verdict
+// carries its reason.
 //
 // It is the one retrieval path: qa turns and corrective queries run it as
 // an activity, `ctxflow eval` calls it directly. The search is the store's
@@ -133,20 +136,38 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 // "at least one keyword, or a high similarity").
 const highSimilarity = 0.5
 
-// filter is the relevance filter's verdict on one document.
+// SimilarityFloor is the similarity below which the relevance filter drops
+// a document whatever its keywords (seed 000 cuts at 0.2 before it looks
+// at keywords); a lower similarity threshold lowers the floor with it.
+const SimilarityFloor = 0.2
+
+// filter is the relevance filter's verdict on one document, in the seed's
+// order: the floor, then the keywords, then the similarity threshold.
 func (a *RAG) filter(in RetrieveInput, d RetrievedDoc) (bool, string) {
-	if d.Similarity != nil && *d.Similarity < in.SimilarityThreshold {
-		return false, fmt.Sprintf("similarity %.2f below the threshold %.2f", *d.Similarity, in.SimilarityThreshold)
+	sim, hasSim := 0.0, d.Similarity != nil
+	if hasSim {
+		sim = *d.Similarity
 	}
+	if floor := min(in.SimilarityThreshold, SimilarityFloor); hasSim && sim < floor {
+		return false, fmt.Sprintf("similarity %.2f below the floor %.2f", sim, floor)
+	}
+	below := hasSim && sim < in.SimilarityThreshold
 	if a.Relevance == nil {
+		if below {
+			return false, fmt.Sprintf("similarity %.2f below the threshold %.2f (no relevance filter configured)", sim, in.SimilarityThreshold)
+		}
 		return true, "no relevance filter configured"
 	}
 	ok, _, why := a.Relevance.Relevance(in.Query, d.Text)
 	switch {
+	case ok && below:
+		return true, fmt.Sprintf("matches the query though its similarity %.2f is below the threshold %.2f: %s", sim, in.SimilarityThreshold, why)
 	case ok:
 		return true, "matches the query: " + why
-	case d.Similarity != nil && *d.Similarity >= highSimilarity:
-		return true, fmt.Sprintf("similarity %.2f is high though %s", *d.Similarity, why)
+	case below:
+		return false, fmt.Sprintf("similarity %.2f below the threshold %.2f and %s", sim, in.SimilarityThreshold, why)
+	case hasSim && sim >= highSimilarity:
+		return true, fmt.Sprintf("similarity %.2f is high though %s", sim, why)
 	case in.Topic != "" && strings.Contains(strings.ToLower(d.Text), strings.ToLower(in.Topic)):
 		return true, fmt.Sprintf("on the conversation's topic %q though %s", in.Topic, why)
 	}

@@ -84,10 +84,10 @@ func TestRetrieveRelevanceFilter(t *testing.T) {
 					t.Errorf("weather doc kept: %+v", d)
 				}
 			}},
-		{"below the similarity threshold is dropped", activities.RetrieveInput{Query: "How much does the Pixel 8 cost?", TopK: 4, SimilarityThreshold: 0.99},
+		{"below the similarity threshold only keyword matches are kept", activities.RetrieveInput{Query: "How much does the Pixel 8 cost?", TopK: 4, SimilarityThreshold: 0.99},
 			func(t *testing.T, got map[string]activities.RetrievedDoc) {
 				for _, d := range got {
-					if d.Kept || !strings.Contains(d.Reason, "below the threshold 0.99") {
+					if d.Kept != (d.ID == "a") || (d.ID == "a") != strings.Contains(d.Reason, "is below the threshold 0.99") {
 						t.Errorf("doc %s = %+v", d.ID, d)
 					}
 				}
@@ -128,6 +128,61 @@ func TestRetrieveRelevanceFilter(t *testing.T) {
 				}
 			}
 			tc.check(t, byID(res.Docs))
+		})
+	}
+}
+
+// hitsStore answers every search with its hits.
+type hitsStore struct {
+	activities.VectorStore
+	hits []activities.Hit
+}
+
+func (s hitsStore) Info(context.Context) (activities.CollectionInfo, error) {
+	return activities.CollectionInfo{Name: "fixed", Count: len(s.hits)}, nil
+}
+
+func (s hitsStore) Search(context.Context, activities.SearchRequest) ([]activities.Hit, error) {
+	return s.hits, nil
+}
+
+// TestRelevanceFilterOrder: the seed's order (000 §3.3.2) — a floor of
+// 0.2, then the keywords, then the similarity threshold, a high
+// similarity, the topic.
+func TestRelevanceFilterOrder(t *testing.T) {
+	sim := func(x float64) *float64 { return &x }
+	const query = "华为Mate60的续航怎么样"
+	tests := []struct {
+		name       string
+		text       string
+		similarity *float64
+		threshold  float64
+		topic      string
+		kept       bool
+		reason     string
+	}{
+		{"keywords keep below the threshold", "华为Mate60的续航：电池容量为4750毫安时。", sim(0.23), 0.3, "", true, "matches the query though its similarity 0.23 is below the threshold 0.30"},
+		{"keywords keep above it", "华为Mate60的续航：电池容量为4750毫安时。", sim(0.4), 0.3, "", true, "matches the query: matched"},
+		{"below the floor nothing keeps", "华为Mate60的续航：电池容量为4750毫安时。", sim(0.19), 0.3, "", false, "similarity 0.19 below the floor 0.20"},
+		{"a lower threshold lowers the floor", "华为Mate60的续航：电池容量为4750毫安时。", sim(0.12), 0.1, "", true, "matches the query: matched"},
+		{"no keyword below the threshold", "今天天气晴朗。", sim(0.25), 0.3, "", false, "similarity 0.25 below the threshold 0.30 and matched 0"},
+		{"no keyword, high similarity", "今天天气晴朗。", sim(0.6), 0.3, "", true, "similarity 0.60 is high"},
+		{"no keyword, on the topic", "今天天气晴朗，适合出门。", sim(0.35), 0.3, "天气", true, `on the conversation's topic "天气"`},
+		{"no keyword, above the threshold, off the topic", "今天天气晴朗。", sim(0.35), 0.3, "", false, "matched 0"},
+		{"found by keyword only", "华为Mate60的续航：电池容量为4750毫安时。", nil, 0.3, "", true, "matches the query: matched"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := hitsStore{hits: []activities.Hit{{Chunk: activities.Chunk{ID: "x", Text: tc.text}, Score: 1, Similarity: tc.similarity}}}
+			res, err := offlineRAG(store).Retrieve(context.Background(), activities.RetrieveInput{
+				Query: query, TopK: 1, SimilarityThreshold: tc.threshold, Topic: tc.topic, Mode: activities.SearchKeyword,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := res.Docs[0]; d.Kept != tc.kept || !strings.Contains(d.Reason, tc.reason) {
+				t.Errorf("kept %v (%s), want %v (%s)", d.Kept, d.Reason, tc.kept, tc.reason)
+			}
 		})
 	}
 }
