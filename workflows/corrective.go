@@ -50,10 +50,14 @@ func (t triedQueries) has(q string) bool { return t[normQuery(q)] }
 func normQuery(q string) string { return strings.Join(strings.Fields(strings.ToLower(q)), " ") }
 
 // mergeDoc records a graded document among docs (byID indexes them): a
-// document graded again takes its latest verdict, but one that passed once
-// stays usable.
-func mergeDoc(docs []RAGDoc, byID map[string]int, d RAGDoc) []RAGDoc {
+// document graded again takes its latest verdicts, but one that passed
+// once stays usable — with the verdicts it passed on when keepPassing is
+// set (before "filter-binds", with the latest round's filter verdict).
+func mergeDoc(docs []RAGDoc, byID map[string]int, d RAGDoc, keepPassing bool) []RAGDoc {
 	if i, ok := byID[d.ID]; ok {
+		if keepPassing && docs[i].Passed && !d.Passed {
+			return docs
+		}
 		d.Passed = d.Passed || docs[i].Passed
 		docs[i] = d
 		return docs

@@ -80,16 +80,22 @@ func TestLoopDecisionsProperties(t *testing.T) {
 }
 
 // A document that passed once stays passed whatever later rounds say, and
-// every document is recorded once.
+// every document is recorded once; with keepPassing (runs since
+// "filter-binds"), with the verdicts of the last round it passed in.
 func TestMergeDocKeepsPassed(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
+		keepPassing := rapid.Bool().Draw(t, "keepPassing")
 		var docs []RAGDoc
 		byID := map[string]int{}
 		everPassed := map[string]bool{}
-		for _, id := range rapid.SliceOfN(rapid.SampledFrom([]string{"d1", "d2", "d3", "d4"}), 0, 20).Draw(t, "grades") {
+		lastPassedIn := map[string]int{}
+		for round, id := range rapid.SliceOfN(rapid.SampledFrom([]string{"d1", "d2", "d3", "d4"}), 0, 20).Draw(t, "grades") {
 			passed := rapid.Bool().Draw(t, "passed")
 			everPassed[id] = everPassed[id] || passed
-			docs = mergeDoc(docs, byID, RAGDoc{ID: id, Passed: passed})
+			if passed {
+				lastPassedIn[id] = round
+			}
+			docs = mergeDoc(docs, byID, RAGDoc{ID: id, Passed: passed, Attempt: round, FilterKept: passed}, keepPassing)
 		}
 		if len(docs) != len(everPassed) {
 			t.Fatalf("%d documents recorded for %d ids", len(docs), len(everPassed))
@@ -97,6 +103,9 @@ func TestMergeDocKeepsPassed(t *testing.T) {
 		for _, d := range docs {
 			if d.Passed != everPassed[d.ID] {
 				t.Fatalf("%s passed %v, ever passed %v", d.ID, d.Passed, everPassed[d.ID])
+			}
+			if keepPassing && d.Passed && (d.Attempt != lastPassedIn[d.ID] || !d.FilterKept) {
+				t.Fatalf("%s recorded with round %d's verdicts (kept %v), passed last in round %d", d.ID, d.Attempt, d.FilterKept, lastPassedIn[d.ID])
 			}
 		}
 	})

@@ -99,7 +99,9 @@ type RAGDoc struct {
 	FilterKept   bool              `json:"filterKept"`
 	FilterReason string            `json:"filterReason"`
 	Grade        *activities.Grade `json:"grade,omitempty"`
-	// GradedBy is "grader", or "relevance_filter" when the grader failed.
+	// GradedBy is "grader", or "relevance_filter" when the filter dropped
+	// it (it is not graded, and fails) or the grader failed (the filter's
+	// verdict stands).
 	GradedBy string `json:"gradedBy"`
 	Passed   bool   `json:"passed"`
 	// Used reports that the answer was generated from it.
@@ -135,15 +137,21 @@ type NodeExecution struct {
 	Detail     string    `json:"detail,omitempty"`
 }
 
-// CorrectiveRAGWorkflow runs seed 003's loop: retrieve → grade every
-// document (one activity each, in parallel) → if the pass rate reaches
-// gradePassThreshold, generate; else rewrite the query and retrieve again,
-// at most maxRewriteAttempts times; then generate from the documents that
-// passed, or answer honestly that the knowledge base has nothing. A grader
-// failure degrades to the relevance filter's verdict; a retrieval failure
-// answers without documents; both are recorded in the trace.
+// CorrectiveRAGWorkflow runs seed 003's loop: retrieve (with the relevance
+// filter) → grade every document the filter kept (one activity each, in
+// parallel; a dropped document is not graded and counts as failed) → if
+// the pass rate reaches gradePassThreshold, generate; else rewrite the
+// query and retrieve again, at most maxRewriteAttempts times; then
+// generate from the documents that passed, or answer honestly that the
+// knowledge base has nothing. A grader failure degrades to the relevance
+// filter's verdict; a retrieval failure answers without documents; both
+// are recorded in the trace.
+//
+// Runs started before the change "filter-binds" grade the documents the
+// filter dropped too, as they did.
 func CorrectiveRAGWorkflow(ctx workflow.Context, in CorrectiveInput) (CorrectiveResult, error) {
 	c := &corrective{in: in.withDefaults(), start: workflow.Now(ctx), byID: map[string]int{}, texts: map[string]string{}}
+	c.filterBinds = workflow.GetVersion(ctx, "filter-binds", workflow.DefaultVersion, 1) >= 1
 	c.res.Query = QueryInfo{Original: in.Query, Final: in.Query}
 	c.res.RewriteHistory = []RewriteRecord{}
 	c.res.Retrieval.Documents = []RAGDoc{}
@@ -161,6 +169,9 @@ type corrective struct {
 	start time.Time
 	byID  map[string]int    // document id → index in res.Retrieval.Documents
 	texts map[string]string // document id → text, for generation
+	// filterBinds: a document the relevance filter dropped is neither
+	// graded nor used (false in runs recorded before it).
+	filterBinds bool
 }
 
 func (in CorrectiveInput) withDefaults() CorrectiveInput {
@@ -245,10 +256,20 @@ func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) (
 	return out.Docs, true
 }
 
-// grade grades docs in parallel and records the round in GraderResult.
+// grade grades docs in parallel and records the round in GraderResult:
+// those the relevance filter kept (all, before "filter-binds"); a dropped
+// document fails ungraded.
 func (c *corrective) grade(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) {
 	start := workflow.Now(ctx)
-	grades, errs := c.gradeDocs(ctx, query, docs)
+	graded := make([]bool, len(docs))
+	dropped := 0
+	for i, d := range docs {
+		graded[i] = d.Kept || !c.filterBinds
+		if !graded[i] {
+			dropped++
+		}
+	}
+	grades, errs := c.gradeDocs(ctx, query, docs, graded)
 	var pass int
 	var failed []string
 	for i := range docs {
@@ -260,20 +281,28 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 		if c.in.IncludeText {
 			doc.Content = d.Text
 		}
-		if err := errs[i]; err != nil {
+		switch err := errs[i]; {
+		case !graded[i]:
+			doc.GradedBy = "relevance_filter"
+		case err != nil:
 			failed = append(failed, fmt.Sprintf("%s (%s)", d.ID, rootMessage(err)))
 			doc.GradedBy, doc.Passed = "relevance_filter", d.Kept
-		} else {
+		default:
 			doc.Grade, doc.Passed = &grades[i], grades[i].IsRelevant
 		}
 		if doc.Passed {
 			pass++
 		}
-		c.res.Retrieval.Documents = mergeDoc(c.res.Retrieval.Documents, c.byID, doc)
+		c.res.Retrieval.Documents = mergeDoc(c.res.Retrieval.Documents, c.byID, doc, c.filterBinds)
 		c.texts[d.ID] = d.Text
 	}
 	g := gradeRound(query, pass, len(docs), c.in.GradePassThreshold)
 	status, detail := "ok", fmt.Sprintf("%d of %d passed", pass, len(docs))
+	if dropped > 0 {
+		why := fmt.Sprintf("%d dropped by the relevance filter, not graded", dropped)
+		g.Reasoning += "; " + why
+		detail += " (" + why + ")"
+	}
 	if len(failed) > 0 {
 		g.Degraded = "grader failed, relevance filter used for " + strings.Join(failed, ", ")
 		status, detail = "degraded", detail+"; "+g.Degraded
@@ -286,13 +315,17 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 	})
 }
 
-// gradeDocs grades docs in parallel, with a failure for each document
-// the grader could not grade. (Each call is scheduled in document order,
-// as the futures of runs recorded before fast models were.)
-func (c *corrective) gradeDocs(ctx workflow.Context, query string, docs []activities.RetrievedDoc) ([]activities.Grade, []error) {
+// gradeDocs grades the documents of docs marked in graded, in parallel,
+// with a failure for each document the grader could not grade. (Each call
+// is scheduled in document order, as the futures of runs recorded before
+// fast models were.)
+func (c *corrective) gradeDocs(ctx workflow.Context, query string, docs []activities.RetrievedDoc, graded []bool) ([]activities.Grade, []error) {
 	grades, errs := make([]activities.Grade, len(docs)), make([]error, len(docs))
 	wg := workflow.NewWaitGroup(ctx)
 	for i, d := range docs {
+		if !graded[i] {
+			continue
+		}
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()

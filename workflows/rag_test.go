@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -23,7 +24,8 @@ import (
 
 // fakeKB answers a keyword search with the documents listed for its text:
 // ids "<query with _ for spaces>-<i>", texts as given. A text containing "GOOD" is relevant to
-// the fake grader, one containing "KEEP" passes the fake relevance filter.
+// the fake grader; one containing "DROP" is dropped by the fake relevance
+// filter, which keeps the others.
 type fakeKB struct {
 	mu       sync.Mutex
 	docs     map[string][]string
@@ -85,8 +87,8 @@ func (g fakeGrader) Grade(_ context.Context, _, _, doc string) (activities.Grade
 type fakeRelevance struct{}
 
 func (fakeRelevance) Relevance(_, doc string) (bool, float64, string) {
-	ok := strings.Contains(doc, "KEEP")
-	return ok, 0.5, fmt.Sprintf("KEEP in document: %v", ok)
+	drop := strings.Contains(doc, "DROP")
+	return !drop, 0.5, fmt.Sprintf("DROP in document: %v", drop)
 }
 
 // scriptedRewrites rewrites to the next query of its script.
@@ -110,6 +112,24 @@ type ragHarness struct {
 	rewrite *scriptedRewrites
 	mu      sync.Mutex
 	inTask  map[string]int // local activities started, by type
+	grades  []string       // the texts of the documents graded
+}
+
+// graded returns the texts of the documents graded so far.
+func (h *ragHarness) graded() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.grades)
+}
+
+// recordGrade notes the document of a GradeDoc call.
+func (h *ragHarness) recordGrade(info *activity.Info, args []any) {
+	if info.ActivityType.Name != "GradeDoc" || len(args) == 0 {
+		return
+	}
+	if in, ok := args[0].(activities.GradeInput); ok {
+		h.grades = append(h.grades, in.Doc.Text)
+	}
 }
 
 func newRAGHarness(t *testing.T, docs map[string][]string, rewrites []string, grader activities.Grader) *ragHarness {
@@ -124,10 +144,20 @@ func newRAGHarness(t *testing.T, docs map[string][]string, rewrites []string, gr
 		Model: &offline.Engine{}, Engine: "offline",
 	})
 	h := &ragHarness{env: env, kb: kb, rewrite: rw, inTask: map[string]int{}}
-	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.inTask[info.ActivityType.Name]++
+		h.recordGrade(info, args)
+	})
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		var in activities.GradeInput
+		if info.ActivityType.Name != "GradeDoc" || args.Get(&in) != nil {
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.grades = append(h.grades, in.Doc.Text)
 	})
 	return h
 }
@@ -270,7 +300,7 @@ func TestCorrectiveGraderFailureDegradesToFilter(t *testing.T) {
 	for _, fast := range []bool{false, true} { // activities; fast model calls in the workflow task
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
 			h := newRAGHarness(t, map[string][]string{
-				"q": {"KEEP one", "KEEP two", "drop three"},
+				"q": {"KEEP one", "KEEP two", "DROP three"},
 			}, []string{"unused"}, fakeGrader{err: errors.New("grader model is down")})
 			res := h.run(t, workflows.CorrectiveInput{Query: "q", MaxRewriteAttempts: 0, GradePassThreshold: 0.6, FastModel: fast})
 
@@ -290,11 +320,51 @@ func TestCorrectiveGraderFailureDegradesToFilter(t *testing.T) {
 				t.Errorf("decision path = %v", res.Workflow.DecisionPath)
 			}
 			// A grader failure in the workflow task is tried again as an
-			// activity, which fails too.
-			if want := map[bool]int{true: 3, false: 0}[fast]; h.inTask["GradeDoc"] != want {
+			// activity, which fails too. (The dropped document is not graded.)
+			if want := map[bool]int{true: 2, false: 0}[fast]; h.inTask["GradeDoc"] != want {
 				t.Errorf("grades in the workflow task: %v, want %d", h.inTask, want)
 			}
 		})
+	}
+}
+
+// TestCorrectiveFilterVerdictsBind: a document the relevance filter
+// dropped is neither graded nor used, though the grader would pass it; it
+// counts as failed in the pass rate; and one that passed in an earlier
+// round keeps the verdicts it passed on.
+func TestCorrectiveFilterVerdictsBind(t *testing.T) {
+	h := newRAGHarness(t, map[string][]string{
+		"pixel 8 price": {"GOOD The Pixel 8 price is 699 dollars.", "GOOD DROP The Pixel 8 price was 799 dollars.", "noise"},
+		"pixel price":   {"GOOD DROP The Pixel 8 price is 699 dollars.", "GOOD The Pixel 8 price in euros is 649."},
+	}, []string{"pixel price"}, fakeGrader{})
+	res := h.run(t, workflows.CorrectiveInput{Query: "pixel 8 price", MaxRewriteAttempts: 1, GradePassThreshold: 0.6, IncludeText: true})
+	byID := map[string]workflows.RAGDoc{}
+	for _, d := range res.Retrieval.Documents {
+		byID[d.ID] = d
+		if !d.FilterKept && (d.Passed || d.Used || d.Grade != nil) {
+			t.Errorf("dropped by the filter yet graded, passed or used: %+v", d)
+		}
+	}
+	if d := byID["pixel_8_price-1"]; d.GradedBy != "relevance_filter" || d.Passed {
+		t.Errorf("dropped document = %+v", d)
+	}
+	if got := usedIDs(res); !slices.Equal(got, []string{"pixel_8_price-0", "pixel_price-1"}) {
+		t.Errorf("passed documents = %v", got)
+	}
+	// Round 1: 1 of 3 passed (the dropped document fails) → rewrite.
+	if g := res.Workflow.NodeExecutions[1]; g.Detail != "1 of 3 passed (1 dropped by the relevance filter, not graded)" {
+		t.Errorf("first grading = %+v", g)
+	}
+	if strings.Contains(res.Answer, "799") || !strings.Contains(res.Answer, "[pixel_8_price-0]") {
+		t.Errorf("answer = %q", res.Answer)
+	}
+	for _, text := range h.graded() {
+		if strings.Contains(text, "DROP") {
+			t.Errorf("graded a dropped document: %q", text)
+		}
+	}
+	if len(h.graded()) != 3 {
+		t.Errorf("graded %q, want the 3 documents kept", h.graded())
 	}
 }
 
