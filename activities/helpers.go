@@ -48,6 +48,7 @@ func keepAlive(ctx context.Context) (stop func()) {
 // (the worker's start-up check).
 func logger(ctx context.Context) interface {
 	Info(string, ...any)
+	Warn(string, ...any)
 	Debug(string, ...any)
 } {
 	if activity.IsActivity(ctx) {

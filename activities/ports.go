@@ -427,9 +427,10 @@ type VectorStore interface {
 
 // IntentClassifier names what a question asks for (seed 002: qa,
 // chitchat, task, continue, clarify) given the session's recent intents,
-// oldest first, with the probability it gives that label.
+// oldest first, with the probability it gives that label; model is the
+// session's chat model, for a classifier that asks one.
 type IntentClassifier interface {
-	Classify(question string, recent []string) (label string, confidence float64)
+	Classify(ctx context.Context, model, question string, recent []string) (label string, confidence float64, err error)
 }
 
 // IntentGuess is a classifier's answer.

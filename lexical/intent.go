@@ -1,6 +1,7 @@
 package lexical
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strings"
@@ -17,40 +18,14 @@ const (
 	IntentClarify  = convo.IntentClarify
 )
 
-// IntentLabel is an intent the classifier can give: its description and
-// examples are what it compares a question with.
-type IntentLabel struct {
-	Label       string
-	Description string
-	Examples    []string
-}
-
-// DefaultIntents are the session's intent labels.
-var DefaultIntents = []IntentLabel{
-	{IntentQA, "a question asking for facts or an explanation: what, which, how much, how, why, does it; 什么 哪 多少 怎么 为什么 吗 介绍",
-		[]string{"华为Mate60多少钱？", "介绍下华为Mate60", "它的屏幕多大？", "哪款手机支持卫星通话？", "什么是向量数据库？", "这款手机的续航怎么样？",
-			"What is the battery life of the iPhone 15?", "How do I reset my password?", "Which phone has the larger screen?",
-			"What does error code 503 mean?", "Does it support wireless charging?", "Why is the sky blue?", "What is Temporal?"}},
-	{IntentChitchat, "greetings, thanks, goodbyes and small talk that ask for nothing",
-		[]string{"你好", "谢谢", "再见", "早上好", "你是谁？", "哈哈", "辛苦了", "hello", "thanks!", "how are you?", "good morning", "bye", "who are you?", "nice to meet you"}},
-	{IntentTask, "a request to carry out a job over data or tools: count, list, query, find, compute, compare, analyse, generate a report; 统计 查询 列出 计算 分析 生成 帮我",
-		[]string{"统计每个城市的客户数量", "查询上个月销售额最高的产品", "帮我查一下订单表里有多少条记录", "列出数据库里所有的表", "生成一份销售报告",
-			"Count the customers in Berlin", "List all tables in the database", "Find the top 5 products by revenue",
-			"Analyse the orders of 2023 and summarise them", "Compute the average order value per country"}},
-	{IntentContinue, "go on with the task that paused",
-		[]string{"继续", "请继续", "接着做", "接着上次的任务", "continue", "go on", "keep going", "resume the task", "carry on"}},
-	{IntentClarify, "too vague to answer or act on without asking what is meant",
-		[]string{"怎么办", "这个", "那个", "什么意思", "怎么弄", "what?", "huh?", "what now?", "?"}},
-}
-
-// Intents classifies a question among labels (DefaultIntents when nil) by
+// Intents classifies a question among labels (convo.DefaultIntents when nil) by
 // the cosine similarity of its terms (words for Latin script, characters
 // and character pairs for Chinese) to each label's description and
 // examples: the best match of each label, turned into a distribution by a
 // softmax. Small talk as [IsSmallTalk] knows it is chitchat, and qa gets a
 // small prior: a question like no example is most likely a question.
 type Intents struct {
-	Labels []IntentLabel
+	Labels []convo.IntentLabel
 
 	vecs [][]termVec // per label: description, then examples
 	idf  map[string]float64
@@ -75,10 +50,11 @@ const qaPrior = 0.12
 // intents that were it: a conversation tends to stay where it is.
 const historyWeight = 0.1
 
-// NewIntents prepares a classifier over labels (DefaultIntents when nil).
-func NewIntents(labels []IntentLabel) *Intents {
+// NewIntents prepares a classifier over labels (convo.DefaultIntents when
+// nil).
+func NewIntents(labels []convo.IntentLabel) *Intents {
 	if labels == nil {
-		labels = DefaultIntents
+		labels = convo.DefaultIntents
 	}
 	c := &Intents{Labels: labels, idf: map[string]float64{}}
 	var docs [][]termVec
@@ -127,9 +103,15 @@ func (c *Intents) weigh(v termVec) termVec {
 	return out
 }
 
-// Classify returns the most likely label of question and its probability,
+// Classify implements activities.IntentClassifier (the model is not used).
+func (c *Intents) Classify(_ context.Context, _, question string, recent []string) (string, float64, error) {
+	label, p := c.Guess(question, recent)
+	return label, p, nil
+}
+
+// Guess returns the most likely label of question and its probability,
 // given the recent intents (oldest first).
-func (c *Intents) Classify(question string, recent []string) (string, float64) {
+func (c *Intents) Guess(question string, recent []string) (string, float64) {
 	q := strings.TrimSpace(question)
 	scores := make([]float64, len(c.Labels))
 	qv := c.weigh(terms(q))

@@ -29,7 +29,7 @@ func TestIntentsOnHeldOutUtterances(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
 			t.Fatal(err)
 		}
-		got, p := c.Classify(row.Text, nil)
+		got, p := c.Guess(row.Text, nil)
 		n++
 		if got == row.Intent {
 			right++
@@ -65,7 +65,7 @@ func TestIntentsProperties(t *testing.T) {
 	c := NewIntents(nil)
 	for _, l := range c.Labels {
 		for _, e := range l.Examples {
-			if got, _ := c.Classify(e, nil); got != l.Label {
+			if got, _ := c.Guess(e, nil); got != l.Label {
 				t.Errorf("example %q of %s: %s", e, l.Label, got)
 			}
 		}
@@ -73,7 +73,7 @@ func TestIntentsProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		q := rapid.String().Draw(t, "question")
 		recent := rapid.SliceOfN(rapid.SampledFrom(c.Names()), 0, 5).Draw(t, "recent")
-		got, p := c.Classify(q, recent)
+		got, p := c.Guess(q, recent)
 		if !slicesContains(c.Names(), got) || p <= 0 || p > 1 {
 			t.Fatalf("Classify(%q) = %q, %v", q, got, p)
 		}

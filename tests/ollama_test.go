@@ -42,6 +42,11 @@ func TestSessionTurnWithRealOllama(t *testing.T) {
 		if gen.Name != "generate" || gen.Details["promptTokens"] == float64(0) {
 			t.Errorf("turn %d generate step = %+v, want the model's prompt tokens", i, gen)
 		}
+		// The model classified the intent, its answer held to the schema
+		// (a random model's label, but one of the labels).
+		if it := res.Intent; it == nil || !slices.Contains([]string{"qa", "chitchat", "task", "continue", "clarify"}, it.Label) {
+			t.Errorf("turn %d intent = %+v", i, it)
+		}
 	}
 	// A question longer than the server's default context arrives whole:
 	// the worker asks for CTXFLOW_OLLAMA_NUM_CTX (capped by the model's).

@@ -125,14 +125,33 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		Agent: agent,
 		Session: &activities.Session{
 			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
-			Knowledge: vectors, Rewriter: lexical.Rewriter{},
-			SmallTalk: lexical.SmallTalk{}, Intents: lexical.NewIntents(nil), Broker: deltas,
+			Knowledge: vectors, Rewriter: rewriter(engine, model, cfg.Session.LLMModel),
+			SmallTalk: lexical.SmallTalk{}, Intents: intents(engine, model), Broker: deltas,
 		},
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Parser: ingest.Parser{Tokenizer: tok}, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,
 		Broker: deltas,
 		close:  closers,
 	}, nil
+}
+
+// intents is the intent classifier: the chat model when it is a real one,
+// else the offline classifier over the labels' examples.
+func intents(engine string, model activities.ChatModel) activities.IntentClassifier {
+	if engine == offline.ModelName {
+		return lexical.NewIntents(nil)
+	}
+	return activities.ModelIntents{Model: model}
+}
+
+// rewriter is the question rewriter: the chat model's structured
+// {rewritten, topic} when it is a real one, with the offline rewriter to
+// fall back on; else the offline rewriter.
+func rewriter(engine string, model activities.ChatModel, name string) activities.Rewriter {
+	if engine == offline.ModelName {
+		return lexical.Rewriter{}
+	}
+	return activities.ModelRewriter{Model: model, ModelName: name, Fallback: lexical.Rewriter{}}
 }
 
 // transcriptStore is a TranscriptStore the worker closes.

@@ -135,7 +135,7 @@ func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg Session
 				Session: s.key, TurnID: req.TurnID, Question: req.Question, ParentID: parent,
 				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
 				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: route,
-				ClassifyIntent: req.Kind == "" && s.intents(ctx), RecentIntents: recentIntents(s.st.Intents),
+				ClassifyIntent: req.Kind == "" && s.intents(ctx), RecentIntents: recentIntents(s.st.Intents), Model: cfg.LLMModel,
 				Linear: s.checkLost(ctx) && parent == s.st.ActiveLeaf && !s.st.LeafMoved,
 			}).Get(ctx, &lc)
 		if len(lc.Lost) > 0 {
@@ -267,7 +267,10 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	if cfg.EnableQueryRewriting && len(lc.WindowIDs) > 1 {
 		err := s.step(ctx, res, "rewrite_query", func() (map[string]any, error) {
 			inTask, err := s.modelCall(ctx, fast, "rewrite the question to stand alone", cfg.MaxRetries+1,
-				sa.RewriteQuestion, activities.RewriteQuestionInput{Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs}, &rq)
+				sa.RewriteQuestion, activities.RewriteQuestionInput{
+					Session: s.key, TurnID: req.TurnID, WindowIDs: lc.WindowIDs,
+					Model: cfg.LLMModel, SummaryID: rewriteSummary(lc, s.summaryID()), Topic: s.st.Topic,
+				}, &rq)
 			return map[string]any{"query": rq.Question, "rewritten": rq.Rewritten, "topic": rq.Topic, "inWorkflowTask": inTask}, err
 		})
 		if err != nil { // retrieval goes on with the question as asked
@@ -357,6 +360,15 @@ func (s *session) calibrate(model string, served, counted int) {
 		r = 0.8*old + 0.2*r
 	}
 	s.st.TokenRatio[model] = r
+}
+
+// rewriteSummary is the running summary a rewrite reads: the one the
+// turn's view holds, "" for none.
+func rewriteSummary(lc activities.LoadContextResult, id string) string {
+	if !lc.SummaryUsed {
+		return ""
+	}
+	return id
 }
 
 // summaryID names the running summary's record, "" for none.

@@ -2,7 +2,6 @@ package offline
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/ctxflow/ctxflow/lexical"
@@ -43,22 +42,34 @@ type AnswerResult struct {
 // maxAnswerSentences bounds an extractive answer.
 const maxAnswerSentences = 3
 
-// quantityWords ask for a number: sentences with digits rank higher.
-var quantityWords = []string{"多少", "几", "价格", "售价", "how much", "how many", "price", "cost", "when", "what year", "version", "版本", "时间"}
-
-// Answer answers question from docs without a language model: a template
-// reply to greetings, thanks and goodbyes; else the sentences of the
-// relevant documents (see [Grade]) that score best against the question,
-// at most 3 and none below half the best score, each followed by its document's id; else an honest answer that
-// the knowledge base has nothing on the question (or, with no documents at
-// all, that there is no knowledge base to answer from). Every answer is
-// labelled as the offline engine's and is in the question's language
-// (Chinese or English).
-//
-// Answer is a pure function of its arguments.
+// Answer answers question from docs without a language model, in the
+// question's language (Chinese or English); see [AnswerIn].
 func Answer(question string, docs []Document) AnswerResult {
+	return AnswerIn(question, docs, lexical.IsChinese(strings.TrimSpace(question)))
+}
+
+// AnswerIn answers question from docs without a language model, in
+// Chinese when zh is set, else in English. docs are trusted as relevant
+// (the corrective loop's passed documents, a search tool's kept passages):
+// they are not graded again. The answer is
+//
+//   - a template reply to greetings, thanks and goodbyes;
+//   - else the sentences of docs that carry what the question asks about
+//     (its aspects, "续航", "phone number"; or the kind of value it asks
+//     for, "多少钱" → a price; or, for a question about an entity as a
+//     whole, "介绍下华为Mate60", the opening of the document about it), at
+//     most 3, best first and then in document order, each after the
+//     section heading it came from when the sentence does not name it and
+//     followed by its document's id — never a heading alone;
+//   - else an honest answer that the knowledge base has nothing on the
+//     question (or, with no documents at all, that there is no knowledge
+//     base to answer from).
+//
+// A sentence about another entity than the question's does not answer it
+// while one about the question's own does. Every answer is labelled as the
+// offline engine's. AnswerIn is a pure function of its arguments.
+func AnswerIn(question string, docs []Document, zh bool) AnswerResult {
 	q := strings.TrimSpace(question)
-	zh := lexical.IsChinese(q)
 	label := lexical.LabelEN + " "
 	if zh {
 		label = lexical.LabelZH
@@ -66,67 +77,25 @@ func Answer(question string, docs []Document) AnswerResult {
 	if kind := lexical.SmallTalkKind(q); kind != "" {
 		return AnswerResult{Text: label + greetingReply(kind, zh), Kind: AnswerGreeting}
 	}
-	subject, _ := lexical.TrimEndPunct(lexical.Clip(q, 80))
 	if len(docs) == 0 {
+		subject, _ := lexical.TrimEndPunct(lexical.Clip(q, 80))
 		text := fmt.Sprintf("%sNo language model and no knowledge base are available offline, so I cannot answer “%s”.", label, subject)
 		if zh {
 			text = fmt.Sprintf("%s离线模式下没有可用的语言模型，也没有可检索的知识库，无法回答「%s」。", label, subject)
 		}
 		return AnswerResult{Text: text, Kind: AnswerNoKnowledge}
 	}
-	type sent struct {
-		text  string
-		doc   int // rank of the document
-		pos   int
-		score float64
+	rq := readQuestion(q)
+	quotes := selectPassages(rq, docs)
+	if len(quotes) == 0 {
+		return nothingFound(q, zh)
 	}
-	type rankedDoc struct {
-		i     int
-		score float64
-	}
-	var relevant []rankedDoc
-	for i, d := range docs {
-		if g := lexical.Grade(q, d.Text); g.Relevant {
-			relevant = append(relevant, rankedDoc{i, g.Score})
-		}
-	}
-	if len(relevant) == 0 {
-		return nothingFound(q)
-	}
-	sort.SliceStable(relevant, func(a, b int) bool { return relevant[a].score > relevant[b].score })
-	wantsNumber := lexical.ContainsAny(strings.ToLower(q), quantityWords)
-	defined := strings.ToLower(lexical.DefinitionSubject(q))
-	var cands []sent
-	for rank, r := range relevant {
-		for pos, s := range lexical.Sentences(docs[r.i].Text) {
-			sc := lexical.GradeSentence(q, s).Score
-			if wantsNumber && lexical.HasDigit(s) {
-				sc += 0.15
-			}
-			if defined != "" && definesSubject(s, defined) {
-				sc += 0.3
-			}
-			if sc > 0 {
-				cands = append(cands, sent{text: s, doc: rank, pos: pos, score: sc})
-			}
-		}
-	}
-	sort.SliceStable(cands, func(a, b int) bool { return cands[a].score > cands[b].score })
-	// Keep the best sentences, and only those close to the best one.
-	n := 0
-	for n < len(cands) && n < maxAnswerSentences && cands[n].score >= cands[0].score/2 {
-		n++
-	}
-	cands = cands[:n]
-	if len(cands) == 0 { // relevant as a whole, no sentence stands out
-		cands = append(cands, sent{text: lexical.Clip(strings.TrimSpace(docs[relevant[0].i].Text), 300)})
-	}
-	sort.SliceStable(cands, func(a, b int) bool {
-		if cands[a].doc != cands[b].doc {
-			return cands[a].doc < cands[b].doc
-		}
-		return cands[a].pos < cands[b].pos
-	})
+	return extractive(label, zh, rq, docs, quotes)
+}
+
+// extractive writes the answer quoting quotes (in order), with the
+// entities of a comparison that no quote speaks of.
+func extractive(label string, zh bool, q question, docs []Document, quotes []passage) AnswerResult {
 	var b strings.Builder
 	b.WriteString(label)
 	if zh {
@@ -136,23 +105,41 @@ func Answer(question string, docs []Document) AnswerResult {
 	}
 	res := AnswerResult{Kind: AnswerExtractive}
 	seen := map[string]bool{}
-	for _, c := range cands {
-		id := docs[relevant[c.doc].i].ID
-		fmt.Fprintf(&b, "\n- %s [%s]", lexical.Clip(c.text, 400), id)
+	several := quotesSeveral(quotes)
+	for _, p := range quotes {
+		id := docs[p.doc].ID
+		fmt.Fprintf(&b, "\n- %s [%s]", lexical.Clip(p.quoted(several, zh), 400), id)
 		if !seen[id] {
 			seen[id] = true
 			res.Sources = append(res.Sources, id)
+		}
+	}
+	if missing := q.unanswered(quotes); len(missing) > 0 {
+		if zh {
+			fmt.Fprintf(&b, "\n知识库中没有关于「%s」的这方面内容。", strings.Join(missing, "」「"))
+		} else {
+			fmt.Fprintf(&b, "\nThe knowledge base has nothing on this for “%s”.", strings.Join(missing, "”, “"))
 		}
 	}
 	res.Text = b.String()
 	return res
 }
 
-// nothingFound is the honest answer when the knowledge base holds nothing
-// on question q.
-func nothingFound(q string) AnswerResult {
+// quotesSeveral reports whether quotes come from more than one document.
+func quotesSeveral(quotes []passage) bool {
+	for _, p := range quotes {
+		if p.doc != quotes[0].doc {
+			return true
+		}
+	}
+	return false
+}
+
+// nothingFound is the honest answer, in Chinese when zh is set, when the
+// knowledge base holds nothing on question q.
+func nothingFound(q string, zh bool) AnswerResult {
 	subject, _ := lexical.TrimEndPunct(lexical.Clip(q, 80))
-	if lexical.IsChinese(q) {
+	if zh {
 		return AnswerResult{Text: fmt.Sprintf("%s知识库中没有关于「%s」的内容。", lexical.LabelZH, subject), Kind: AnswerNotFound}
 	}
 	return AnswerResult{Text: fmt.Sprintf("%s The knowledge base has nothing on “%s”.", lexical.LabelEN, subject), Kind: AnswerNotFound}

@@ -12,9 +12,10 @@
 //     entity) and substitutes or adds it;
 //   - [Grade] scores a document's relevance to a query lexically (keyword
 //     and entity overlap, CJK bigram overlap);
-//   - [Answer] quotes the best sentences of the relevant documents with
-//     their ids, says honestly when nothing is relevant, and answers
-//     greetings with a template;
+//   - [Answer] quotes the sentences of the documents that carry what the
+//     question asks about, each after the section heading it came from
+//     and with its document's id, says honestly when none does, and
+//     answers greetings with a template;
 //   - [Summarize] folds messages into a running summary extractively,
 //     keeping sentences with entities, numbers, decisions and preferences
 //     within a token budget;

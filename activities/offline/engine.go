@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
@@ -245,11 +247,45 @@ func (e *Engine) reply(msgs []convo.ModelMessage) (string, error) {
 		}
 	}
 	q := lexical.Rewrite(msgs[last].Content, history).Query
+	zh := chineseConversation(msgs[last].Content, history)
 	if searched && len(docs) == 0 && !lexical.IsSmallTalk(strings.TrimSpace(q)) {
-		return nothingFound(strings.TrimSpace(q)).Text, nil
+		return nothingFound(strings.TrimSpace(q), zh).Text, nil
 	}
-	return Answer(q, docs).Text, nil
+	return AnswerIn(q, docs, zh).Text, nil
 }
+
+// chineseConversation reports whether to answer question in Chinese: when
+// it is mostly Chinese, or when it mixes a Latin name with Chinese words
+// and no English function word ("iPhone 15呢？"): then the user's last
+// message before it decides, Chinese if there was none.
+func chineseConversation(question string, history []convo.Message) bool {
+	switch {
+	case lexical.IsChinese(question):
+		return true
+	case !strings.ContainsFunc(question, func(r rune) bool { return unicode.Is(unicode.Han, r) }):
+		return false
+	case slices.ContainsFunc(strings.FieldsFunc(strings.ToLower(question), notLatin), func(w string) bool { return englishFunctionWords[w] }):
+		return false
+	}
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == convo.RoleUser {
+			return lexical.IsChinese(history[i].Content)
+		}
+	}
+	return true
+}
+
+// englishFunctionWords tell an English question that names something in
+// Chinese ("What is 华为Mate60?") from a Chinese one naming something in
+// Latin letters.
+var englishFunctionWords = map[string]bool{
+	"what": true, "which": true, "who": true, "when": true, "where": true, "why": true, "how": true,
+	"is": true, "are": true, "was": true, "does": true, "do": true, "did": true, "can": true,
+	"the": true, "a": true, "an": true, "of": true, "about": true, "and": true, "or": true, "it": true, "its": true,
+	"tell": true, "me": true, "for": true, "with": true, "in": true, "on": true,
+}
+
+func notLatin(r rune) bool { return r > unicode.MaxASCII || !unicode.IsLetter(r) }
 
 // docLine starts a document: "[id] text" or "[id]: text".
 var docLine = regexp.MustCompile(`^\[([^\]\s]{1,200})\]:?(?:\s+(.*))?$`)

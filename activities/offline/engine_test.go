@@ -132,6 +132,42 @@ func TestEngineReply(t *testing.T) {
 	}
 }
 
+// TestEngineTrustsTheDocuments: the documents of a request passed the
+// corrective loop; the answer is not graded again against the question
+// (a comparison, which neither document answers alone).
+func TestEngineTrustsTheDocuments(t *testing.T) {
+	docs := msg("system", activities.DocumentsMessage([]activities.DocText{
+		{ID: "mate60.md#0", Text: "# 华为Mate60\n\n## 屏幕\n\n采用6.69英寸OLED曲面屏，支持1-120Hz自适应刷新率。"},
+		{ID: "iphone15.md#0", Text: "# iPhone 15\n\n## 屏幕\n\niPhone 15采用6.1英寸显示屏，刷新率为60Hz。"},
+	}))
+	resp := chat(t, &Engine{}, docs, msg("user", "Mate60和iPhone 15哪个屏幕刷新率更高？"))
+	for _, want := range []string{"120Hz", "60Hz", "[mate60.md#0]", "[iphone15.md#0]"} {
+		if !strings.Contains(resp.Content, want) {
+			t.Errorf("reply lacks %q:\n%s", want, resp.Content)
+		}
+	}
+}
+
+func TestEngineAnswersInTheConversationsLanguage(t *testing.T) {
+	docs := msg("system", FormatDocuments([]Document{{ID: "iphone15.md#0", Text: "# iPhone 15\n\n## 价格\n\niPhone 15售价5999元。"}}))
+	for _, tc := range []struct {
+		name  string
+		msgs  []convo.ModelMessage
+		label string
+	}{
+		{"a Latin name with a Chinese particle", []convo.ModelMessage{docs, msg("user", "华为Mate60多少钱？"), msg("assistant", "…"), msg("user", "iPhone 15呢？")}, lexical.LabelZH},
+		{"alone", []convo.ModelMessage{docs, msg("user", "iPhone 15多少钱？")}, lexical.LabelZH},
+		{"an English question naming a Chinese product", []convo.ModelMessage{docs, msg("user", "华为Mate60多少钱？"), msg("assistant", "…"), msg("user", "What is the price of iPhone 15?")}, lexical.LabelEN},
+		{"English after Chinese", []convo.ModelMessage{docs, msg("user", "华为Mate60多少钱？"), msg("assistant", "…"), msg("user", "how much is the iPhone 15?")}, lexical.LabelEN},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if resp := chat(t, &Engine{}, tc.msgs...); !strings.HasPrefix(resp.Content, tc.label) {
+				t.Errorf("reply not labelled %q:\n%s", tc.label, resp.Content)
+			}
+		})
+	}
+}
+
 func TestEngineErrors(t *testing.T) {
 	e := &Engine{}
 	ctx := context.Background()
