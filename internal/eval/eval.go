@@ -182,8 +182,8 @@ func (s *Set) goldIn(c evaldata.Case) []string {
 // answer answers a rewritten question as the first round of a qa turn's
 // corrective loop does: the qa turn's retrieval (its default topK,
 // similarity threshold and search mode, the rewrite's topic), the offline
-// grader on each document, the offline answerer over those that passed.
-// The loop's reformulation rounds are not run.
+// grader on each document the relevance filter kept, the offline answerer
+// over those that passed. The loop's reformulation rounds are not run.
 func (s *Set) answer(ctx context.Context, rw activities.RewriteQuestionResult) (string, error) {
 	res, err := s.retrieve(ctx, activities.RetrieveInput{
 		Query: rw.Question, TopK: s.qa.TopK, SimilarityThreshold: s.qa.SimilarityThreshold,
@@ -194,6 +194,9 @@ func (s *Set) answer(ctx context.Context, rw activities.RewriteQuestionResult) (
 	}
 	var docs []activities.DocText
 	for _, d := range res.Docs {
+		if !d.Kept { // the filter's verdicts bind, as in the loop
+			continue
+		}
 		g, err := s.rag.GradeDoc(ctx, activities.GradeInput{Query: rw.Question, Doc: d, Model: offline.ModelName})
 		if err != nil {
 			return "", err
