@@ -73,6 +73,8 @@ type LoadContextInput struct {
 	// given the session's recent intents, oldest first.
 	ClassifyIntent bool     `json:"classifyIntent,omitempty"`
 	RecentIntents  []string `json:"recentIntents,omitempty"`
+	// Model is the session's chat model (a classifier may ask it).
+	Model string `json:"model,omitempty"`
 	// Linear asks for the question to hang below a leaf: if ParentID has
 	// grown since the session's state last saw it, the turns that grew
 	// there come back as LoadContextResult.Lost instead. Off for an edit or
@@ -209,11 +211,27 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 	if in.Route {
 		res.Route, res.RouteReason = a.route(ctx, in.Question)
 	}
-	if in.ClassifyIntent && a.Intents != nil {
-		label, p := a.Intents.Classify(in.Question, in.RecentIntents)
-		res.Intent = &IntentGuess{Label: label, Confidence: p}
+	if in.ClassifyIntent && a.Intents != nil && res.AnswerID == "" { // a repeat is answered already
+		res.Intent = a.classify(ctx, in)
 	}
 	return res, nil
+}
+
+// classifyTimeout bounds a classification, well inside LoadContext's own
+// timeout: a slow model costs the turn its intent, not its context.
+const classifyTimeout = 5 * time.Second
+
+// classify asks the intent classifier; a failure (logged) is no guess,
+// which the session takes as qa at 0.5 (seed 002).
+func (a *Session) classify(ctx context.Context, in LoadContextInput) *IntentGuess {
+	cctx, cancel := context.WithTimeout(ctx, classifyTimeout)
+	defer cancel()
+	label, p, err := a.Intents.Classify(cctx, in.Model, in.Question, in.RecentIntents)
+	if err != nil {
+		logger(ctx).Warn("intent classification failed: the turn is qa at 0.5", "session", in.Session, "turn", in.TurnID, "error", err)
+		return nil
+	}
+	return &IntentGuess{Label: label, Confidence: p}
 }
 
 // lostTurns reads what grew below a message as turns (and summary
