@@ -297,6 +297,13 @@ type RewriteQuestionInput struct {
 	Session   SessionKey `json:"session"`
 	TurnID    string     `json:"turnId"`
 	WindowIDs []string   `json:"windowIds"`
+	// Model, SummaryID and Topic are what a rewriter that asks a model
+	// reads besides the window ([ContextRewriter]): the session's chat
+	// model, its running summary's record ("" for none) and its topic so
+	// far.
+	Model     string `json:"model,omitempty"`
+	SummaryID string `json:"summaryId,omitempty"`
+	Topic     string `json:"topic,omitempty"`
 }
 
 // RewriteQuestionResult is the standalone question and the conversation's
@@ -324,13 +331,27 @@ func (a *Session) RewriteQuestion(ctx context.Context, in RewriteQuestionInput) 
 	if a.Rewriter == nil || len(msgs) == 1 {
 		return res, nil
 	}
-	out, topic, err := a.Rewriter.Rewrite(ctx, q, msgs[:len(msgs)-1])
+	out, topic, err := a.rewrite(ctx, in, q, msgs[:len(msgs)-1])
 	res.Topic = topic
 	if err != nil {
 		return res, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
 	}
 	res.Question, res.Rewritten = out, out != q
 	return res, nil
+}
+
+// rewrite asks the rewriter; one that reads the summary and the topic
+// ([ContextRewriter]) gets them.
+func (a *Session) rewrite(ctx context.Context, in RewriteQuestionInput, q string, history []convo.Message) (string, string, error) {
+	cr, ok := a.Rewriter.(ContextRewriter)
+	if !ok {
+		return a.Rewriter.Rewrite(ctx, q, history)
+	}
+	sum, err := a.summary(ctx, in.Session, in.SummaryID)
+	if err != nil {
+		return "", "", err
+	}
+	return cr.RewriteInContext(ctx, RewriteRequest{Model: in.Model, Question: q, History: history, Summary: sum.Text, Topic: in.Topic})
 }
 
 // GenerateInput asks the chat model for an answer over a window of messages.
