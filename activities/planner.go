@@ -26,12 +26,31 @@ type ModelPlanner struct {
 
 var _ Planner = ModelPlanner{}
 
-// Next implements [Planner].
+// Next implements [Planner]. Tools are offered under their wire names
+// ([WireName]: "mcp:everything/echo" is "mcp__everything__echo"), and the
+// calls the model makes are mapped back.
 func (p ModelPlanner) Next(ctx context.Context, req PlanRequest) (PlanStep, error) {
+	names := newWireNames(req.Tools)
+	if names.identity() {
+		return p.next(ctx, req, req.Tools)
+	}
+	wired := req
+	wired.Tools, wired.View = names.specs(req.Tools), names.view(req.View)
+	// A call written as text may name a tool either way.
+	step, err := p.next(ctx, wired, append(names.specs(req.Tools), req.Tools...))
+	if len(step.Calls) > 0 {
+		step.Calls = names.calls(step.Calls, names.name)
+	}
+	return step, err
+}
+
+// next plans a step of req; known are the tool names a call written as
+// text may use.
+func (p ModelPlanner) next(ctx context.Context, req PlanRequest, known []ToolSpec) (PlanStep, error) {
 	if !p.JSONMode {
 		resp, err := p.Model.Chat(ctx, ChatRequest{Model: req.Model, Messages: req.View, Tools: req.Tools, Options: req.Options}, nil)
 		if err == nil {
-			return p.step(resp, nativeStep(ctx, resp, req.Tools)), nil
+			return p.step(resp, nativeStep(ctx, resp, known)), nil
 		}
 		if !toolsUnsupported(err) {
 			return PlanStep{}, err

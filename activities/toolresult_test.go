@@ -24,7 +24,7 @@ func TestToolResultsAreCapped(t *testing.T) {
 		cut bool
 	}{{10, false}, {150, false}, {200, true}, {5_000_000, true}} {
 		args, _ := json.Marshal(map[string]int{"n": tc.n})
-		content, _, ok, err := a.run(context.Background(), &convo.ToolCall{ID: "c", Name: "big", Args: args})
+		content, _, ok, err := a.run(context.Background(), &convo.ToolCall{ID: "c", Name: "big", Args: args}, nil)
 		if err != nil || !ok {
 			t.Fatalf("n=%d: %v %v", tc.n, ok, err)
 		}

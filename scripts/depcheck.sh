@@ -7,7 +7,8 @@
 #              activities (for method references) - and nothing it pulls in
 #              transitively may be a vendor SDK (gin, ollama, openai, tiktoken,
 #              milvus, pgx, sqlite, chromem, bleve);
-#   the OpenAI SDK is imported by activities/openai alone.
+#   the OpenAI SDK is imported by activities/openai alone;
+#   the MCP SDK is imported by activities/mcp alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
@@ -38,7 +39,7 @@ done
 # workflows and the activities root (which workflows imports): no vendor SDK
 # anywhere below them, no document parser (PDF, HTML), no adapter: workflows
 # link only what they run.
-vendors='github.com/gin-gonic/|github.com/ollama/|github.com/openai/|github.com/pkoukk/|github.com/milvus-io/|github.com/jackc/|sqlite|github.com/philippgille/|github.com/blevesearch/|github.com/ledongthuc/pdf|golang.org/x/net/html|/activities/(ingest|offline|vecstore|milvus|ollama|openai|transcript|tiktoken)$'
+vendors='github.com/gin-gonic/|github.com/ollama/|github.com/openai/|github.com/modelcontextprotocol/|github.com/pkoukk/|github.com/milvus-io/|github.com/jackc/|sqlite|github.com/philippgille/|github.com/blevesearch/|github.com/ledongthuc/pdf|golang.org/x/net/html|/activities/(ingest|offline|vecstore|milvus|ollama|openai|mcp|transcript|tiktoken)$'
 for p in $(go list ./workflows/... ./activities); do
   bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$p" | grep -E "$vendors" || true)
   if [ -n "$bad" ]; then echo "depcheck: $p depends on vendor SDKs:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
@@ -48,6 +49,11 @@ done
 bad=$(go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
   grep -v "^$mod/activities/openai:" | grep -E ' github\.com/openai/' | cut -d: -f1 || true)
 if [ -n "$bad" ]; then echo "depcheck: only activities/openai may import the OpenAI SDK; so do:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
+# The MCP SDK: its adapter (activities/mcp) alone imports it.
+bad=$(go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+  grep -v "^$mod/activities/mcp:" | grep -E ' github\.com/modelcontextprotocol/' | cut -d: -f1 || true)
+if [ -n "$bad" ]; then echo "depcheck: only activities/mcp may import the MCP SDK; so do:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
 [ $fail -eq 0 ] && echo "depcheck: ok"
 exit $fail
