@@ -137,6 +137,9 @@ type task struct {
 	factsDirty bool
 	// stretch is the index of the first step since the last pause.
 	stretch int
+	// toolsID names the record of the task's remote (MCP) tools ("" for
+	// none).
+	toolsID string
 }
 
 func (t *task) setup(ctx workflow.Context) error {
@@ -191,15 +194,15 @@ func (t *task) actx(ctx workflow.Context, summary string, timeout time.Duration,
 }
 
 func (t *task) run(ctx workflow.Context) error {
-	var catalog []activities.ToolInfo
-	if err := workflow.ExecuteLocalActivity(t.localCtx(ctx, "list the tools"), agent.ToolCatalog).Get(ctx, &catalog); err != nil {
+	catalog, err := t.listTools(ctx)
+	if err != nil {
 		return t.fail(ctx, "list the tools", err)
 	}
 	t.catalog = make(map[string]activities.ToolInfo, len(catalog))
 	for _, c := range catalog {
 		t.catalog[c.Name] = c
 	}
-	err := workflow.ExecuteLocalActivity(t.localCtx(ctx, "store the goal"), agent.StartTask,
+	err = workflow.ExecuteLocalActivity(t.localCtx(ctx, "store the goal"), agent.StartTask,
 		activities.StartTaskInput{Task: t.key, Goal: t.in.Goal}).Get(ctx, &t.st.Leaf)
 	if err != nil {
 		return t.fail(ctx, "store the goal", err)
@@ -231,6 +234,31 @@ func (t *task) run(ctx workflow.Context) error {
 	}
 }
 
+// listTools lists the tools the task may call. Since change
+// "remote-tools" an activity lists the worker's own and the MCP servers'
+// and records the latter: its result, in the history, is the task's tool
+// list for its whole life (replay never asks a server, every step offers
+// the same tools). Before, a local activity listed the worker's own.
+func (t *task) listTools(ctx workflow.Context) ([]activities.ToolInfo, error) {
+	var catalog []activities.ToolInfo
+	if workflow.GetVersion(ctx, "remote-tools", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		err := workflow.ExecuteLocalActivity(t.localCtx(ctx, "list the tools"), agent.ToolCatalog).Get(ctx, &catalog)
+		return catalog, err
+	}
+	var list activities.ToolList
+	err := workflow.ExecuteActivity(t.actx(ctx, "list the tools", listToolsTimeout, 3), agent.ListTools,
+		activities.ListToolsInput{Task: t.key}).Get(ctx, &list)
+	if len(list.Unavailable) > 0 {
+		workflow.GetLogger(ctx).Warn("tool servers unavailable: their tools are not offered", "task", t.in.TaskID, "unavailable", list.Unavailable)
+	}
+	t.toolsID = list.RecordID
+	return list.Tools, err
+}
+
+// listToolsTimeout bounds a listing of the tools (each MCP server is given
+// 30 s, all at once).
+const listToolsTimeout = 2 * time.Minute
+
 // step runs one think → act → observe step; it reports whether the task
 // has its answer.
 func (t *task) step(ctx workflow.Context) (bool, error) {
@@ -240,7 +268,7 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 	var th activities.ThinkResult
 	err := workflow.ExecuteActivity(t.actx(ctx, fmt.Sprintf("step %d: think", t.st.Step), t.limits.LLMTimeout, 3), agent.Think, activities.ThinkInput{
 		Task: t.key, Goal: t.in.Goal, Step: t.st.Step, Leaf: t.st.Leaf, SummaryID: t.summaryID(), Window: t.window(),
-		FactsID: t.factsID, Steps: t.recentSteps(), Model: t.in.Model, Options: activities.ModelOptions{NumPredict: t.limits.LLMMaxTokens},
+		FactsID: t.factsID, ToolsID: t.toolsID, Steps: t.recentSteps(), Model: t.in.Model, Options: activities.ModelOptions{NumPredict: t.limits.LLMMaxTokens},
 	}).Get(ctx, &th)
 	if err != nil {
 		return false, err
@@ -265,7 +293,7 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 		}
 		var out activities.CallToolResult
 		err := workflow.ExecuteActivity(t.actx(ctx, fmt.Sprintf("step %d: %s", t.st.Step, c.Name), info.Timeout, info.Attempts), agent.CallTool,
-			activities.CallToolInput{Task: t.key, CallID: c.ID, Window: t.window(), SummaryConfig: t.summaryConfig(), SummaryID: t.summaryID()}).Get(ctx, &out)
+			activities.CallToolInput{Task: t.key, CallID: c.ID, Window: t.window(), SummaryConfig: t.summaryConfig(), SummaryID: t.summaryID(), ToolsID: t.toolsID}).Get(ctx, &out)
 		if err != nil {
 			// The tool failed after its retries: an observation too, and the
 			// transcript keeps the call answered.
