@@ -173,10 +173,12 @@ func TestEvalRewrite(t *testing.T) {
 	sets := []string{"camrest-gecor", "cqr-kvret"}
 	// The rates each measure must keep: on the samples, and on the whole
 	// dev sets (with canard) when CTXFLOW_EVALDATA points at them.
-	mins := []float64{0.90, 0.93, 0.95, 0.94, 0.70, 0.70, 0.02, 0.06}
+	// Issue 23 (item 2) raised the unchanged rates: on the samples 0.92 →
+	// 0.96 and 0.955 → 0.964, on the dev sets 0.980 → 0.993 and 0.973 → 0.975.
+	mins := []float64{0.95, 0.95, 0.95, 0.94, 0.70, 0.70, 0.02, 0.06}
 	if os.Getenv("CTXFLOW_EVALDATA") != "" {
 		sets = append(sets, "canard")
-		mins = []float64{0.95, 0.95, 0.97, 0.94, 0.62, 0.70, 0.18, 0.38}
+		mins = []float64{0.98, 0.97, 0.97, 0.94, 0.62, 0.70, 0.18, 0.38}
 	}
 	en := map[string][]evaldata.Case{}
 	for _, s := range sets {

@@ -80,8 +80,15 @@ func rewrite(question string, history []convo.Message, depth int) RewriteResult 
 	if trig.kind == trigPronoun && antecedentBefore(q, trig.start) {
 		return res
 	}
-	if trig.kind == trigDetail && ownDetail(q, trig) {
-		return res // "how can I estimate my costs?": the user's own
+	if trig.kind == trigDetail && !isChinese(q) {
+		switch {
+		case ownDetail(q, trig):
+			return res // "how can I estimate my costs?": the user's own
+		case !requests(q, trig.start):
+			return res // "I don't care about the price range"
+		case ownerNamed(q, trig):
+			return res // "the address and phone number of the meghna"
+		}
 	}
 	if trig.kind == trigDetail && theDetail(q, trig) {
 		// "give me the address": whose address, the question does not say.
@@ -282,7 +289,7 @@ var (
 	enTimeNouns = setOf("year week month morning afternoon evening night weekend time summer winter spring fall autumn season semester")
 	// enHeadNouns after a demonstrative make it stand for the topic: "that
 	// restaurant" is the restaurant talked about.
-	enHeadNouns = setOf("restaurant place one shop store hotel song album movie film book band group team company product phone model show series game club school museum station")
+	enHeadNouns = setOf("restaurant venue place one shop store hotel song album movie film book band group team company product phone model show series game club school museum station")
 	// enSubjects after "that" make it a conjunction ("said that he ...").
 	enSubjects = setOf("i you he she we they it the a an there my your his her our their this these those")
 )
@@ -681,12 +688,97 @@ func theDetail(q string, trig trigger) bool {
 		return false
 	}
 	before := strings.Fields(strings.ToLower(q[:trig.start]))
-	if len(before) == 0 || before[len(before)-1] != "the" {
+	return len(before) > 0 && before[len(before)-1] == "the" && !ownerNamed(q, trig)
+}
+
+// ownerNamed reports whether the English detail of trig, or the list of
+// details it starts, is followed by "of" or "for" and its owner: "the
+// address and phone number of the meghna".
+func ownerNamed(q string, trig trigger) bool {
+	toks := scan(q[trig.end:])
+	for i, t := range toks {
+		w := strings.ToLower(t.text)
+		switch {
+		case t.kind == tokWord && (w == "of" || w == "for"):
+			return i+1 < len(toks) && namesOwner(toks[i+1:])
+		case t.kind == tokPunct && w == ",":
+		case t.kind == tokWord && (w == "and" || w == "or" || w == "the" || enDetailWords[w] || compoundTail.MatchString(" "+w)):
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// namesOwner reports whether the words after "of" name the owner of a
+// detail rather than refer back to it: not a pronoun, not "one" ("the first
+// one", "one place"), not "the" with a head noun ("the restaurants", "the
+// venue").
+func namesOwner(toks []token) bool {
+	if len(toks) == 0 || toks[0].kind == tokPunct {
 		return false
 	}
-	rest := strings.TrimSpace(strings.ToLower(q[trig.end:]))
-	return !strings.HasPrefix(rest, "of ") && !strings.HasPrefix(rest, "for ")
+	first := strings.ToLower(toks[0].text)
+	if enPronouns[first] {
+		return false
+	}
+	for i, t := range toks {
+		if t.kind != tokWord || i >= 5 {
+			break
+		}
+		w := strings.ToLower(t.text)
+		if w == "one" || w == "ones" || (first == "the" && i > 0 && enHeadNouns[stem(w)]) {
+			return false
+		}
+	}
+	return true
 }
+
+// enDetailWords are the words of enDetails' phrases ("phone", "number").
+var enDetailWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range enDetails {
+		for _, w := range strings.Fields(d) {
+			if !stopwords[w] {
+				m[w], m[stem(w)] = true, true
+			}
+		}
+	}
+	return m
+}()
+
+// requests reports whether the sentence of q holding byte offset k asks
+// for what it names at k, and does not set it aside: "I don't care about
+// the price range", "The price range doesn't matter" ask for nothing.
+func requests(q string, k int) bool {
+	start := 0
+	for _, sent := range sentences(q) {
+		at := strings.Index(q[start:], sent)
+		if at < 0 {
+			return true
+		}
+		at += start
+		if k < at+len(sent) {
+			for i, t := range scan(sent) {
+				w := strings.ToLower(t.text)
+				if t.kind != tokWord || i == 0 && w == "no" {
+					continue // "No, what is the phone number?": an answer first
+				}
+				// Before the detail any negation sets it aside; after it, a
+				// negated verb ("doesn't matter"), not "a route with no traffic".
+				if at+t.start < k && enNegations[w] || strings.HasSuffix(w, "n't") || w == "not" {
+					return false
+				}
+			}
+			return true
+		}
+		start = at + len(sent)
+	}
+	return true
+}
+
+// enNegations set aside what follows them.
+var enNegations = setOf("not no never nor without")
 
 // ownDetail reports whether the English detail word of trig belongs to
 // the speaker or the listener: "my costs", "your address".

@@ -258,6 +258,12 @@ func TestRewritePlacesAndAttributes(t *testing.T) {
 			turns("Curry Prince?", "The phone number of Curry Prince is 01223 566388."), "What is the address of Curry Prince?"},
 		{"not an attribute asked for", "How do I get there?",
 			turns("What is the address?", "Chef Chu's is located at 593 Arrowhead Way."), "How do I get to Chef Chu?"},
+		{"a list of details", "Yes, the address and phone number.", coupa, "Yes, the address of Coupa and phone number."},
+		{"a list of details with its owner", "Can I get the address and phone number of the missing sock?", coupa,
+			"Can I get the address and phone number of the missing sock?"},
+		{"a detail set aside", "I don't care about the price range.", coupa, "I don't care about the price range."},
+		{"a detail that does not matter", "The price range doesn't matter.", coupa, "The price range doesn't matter."},
+		{"an owner that refers back", "What is the phone number for the second one?", coupa, "What is the phone number for the second one (Coupa)?"},
 		{"a model number stays", "how much is it?", turns("Tell me about the iPhone 15 Pro"), "how much is iPhone 15 Pro?"},
 	}
 	for _, tc := range tests {
