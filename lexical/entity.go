@@ -67,12 +67,25 @@ func entities(s string) []entity {
 			}
 			run, at := t.text, t.start
 			if i > 0 && toks[i-1].kind == tokWord && strings.TrimSpace(s[toks[i-1].end:t.start]) == "" && isNumber(toks[i-1].text) {
-				// "5999元起", "14 张表": the unit belongs to the number.
-				if r, n := utf8.DecodeRuneInString(run); strings.ContainsRune(unitRunes, r) {
+				// "5999元起", "14 张表", "4750毫安时": the unit belongs to the number.
+				if u := zhUnit(run); u > 0 {
+					run, at = run[u:], at+u
+				} else if r, n := utf8.DecodeRuneInString(run); strings.ContainsRune(unitRunes, r) {
 					run, at = run[n:], at+n
 				}
 			}
-			out = append(out, cjkPhrases(run, at)...)
+			phrases := cjkPhrases(run, at)
+			if i+1 < len(toks) && toks[i+1].kind == tokWord && toks[i+1].start == t.end && isNumber(toks[i+1].text) {
+				// "电池容量为4750毫安时": the run leads to a quantity; it is no
+				// topic standing alone.
+				for k := range phrases {
+					if phrases[k].pos+len(phrases[k].text) == t.end {
+						phrases[k].kind = entPhrase
+						phrases[k].text = strings.TrimRight(phrases[k].text, "为是约达有共仅只到至")
+					}
+				}
+			}
+			out = append(out, phrases...)
 			sentenceStart = false
 			i++
 			continue
@@ -91,6 +104,10 @@ func entities(s string) []entity {
 				e.text, e.pos = b+e.text, toks[i-1].end-len(b)
 			}
 		}
+		if isNumber(e.text) {
+			i = j // a number alone is no topic
+			continue
+		}
 		out = append(out, e)
 		i = j
 	}
@@ -100,6 +117,21 @@ func entities(s string) []entity {
 // unitRunes after a number make it a quantity, not a model number: "5999元".
 const unitRunes = "个只元块年月日号点岁次分秒米斤克度人家条件张本台部辆间位倍天周级"
 
+// zhUnits are units of more than one rune after a number, longest first
+// where one starts another.
+var zhUnits = []string{"毫安时", "毫安", "万像素", "像素", "英寸", "厘米", "毫米", "公里", "千米", "千克", "公斤", "小时", "分钟",
+	"赫兹", "千瓦", "万元", "亿元", "万人", "亿人", "万", "亿", "瓦", "兆", "倍"}
+
+// zhUnit returns the length of the unit run starts with, 0 for none.
+func zhUnit(run string) int {
+	for _, u := range zhUnits {
+		if strings.HasPrefix(run, u) {
+			return len(u)
+		}
+	}
+	return 0
+}
+
 // isBrandedWord reports whether word token t, written right after a CJK
 // run, is a product name or model number: "Mate60", or "14" in "小米14"
 // (but not "5999" in "5999元").
@@ -107,8 +139,8 @@ func isBrandedWord(s string, t token) bool {
 	if isProductWord(t.text) {
 		return true
 	}
-	if !isNumber(t.text) {
-		return false
+	if !isNumber(t.text) || len(t.text) > 3 {
+		return false // "4750毫安时": a quantity, not a model number
 	}
 	r, _ := utf8.DecodeRuneInString(s[t.end:])
 	return !strings.ContainsRune(unitRunes, r) && r != '%' && r != '.'
@@ -145,14 +177,15 @@ func allModifiers(name string) bool {
 }
 
 // isOrdinal reports whether w is a number with an ordinal or unit suffix:
-// "5th", "1990s", "7pm", "10km".
+// "5th", "1990s", "7pm", "10km", "66W", "120Hz".
 func isOrdinal(w string) bool {
 	i := strings.IndexFunc(w, func(r rune) bool { return !unicode.IsDigit(r) })
 	if i <= 0 {
 		return false
 	}
 	switch strings.ToLower(w[i:]) {
-	case "st", "nd", "rd", "th", "s", "'s", "am", "pm", "km", "m", "kg", "g", "mb", "gb", "cm", "mm", "k", "h", "min":
+	case "st", "nd", "rd", "th", "s", "'s", "am", "pm", "km", "m", "kg", "g", "mb", "gb", "cm", "mm", "k", "h", "min",
+		"w", "kw", "mah", "hz", "khz", "mhz", "ghz", "tb", "mp", "nm", "ml", "v", "ms", "fps", "dpi", "ppi", "x":
 		return true
 	}
 	return false

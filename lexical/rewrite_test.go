@@ -114,6 +114,8 @@ func TestEntities(t *testing.T) {
 		{"你认识孟美岐吗", []string{"孟美岐"}},
 		{"我想吃海底捞", []string{"海底捞"}},
 		{"售价5999元起", nil},
+		{"电池容量为4750毫安时，支持66W快充", []string{"电池容量", "支持", "快充"}},
+		{"荣耀90怎么样", []string{"荣耀90"}},
 		{"It was released on July 1907.", nil},
 	}
 	for _, tc := range tests {
@@ -166,6 +168,9 @@ func TestRewriteTopicNotFromEngine(t *testing.T) {
 		{"an English command", "how much is it?", turns("Tell me about the Pixel 8", "The Pixel 8 is Google's phone.", "Continue", "Done."), "how much is Pixel 8?", []string{"Continue"}},
 		{"the English label and lead-in", "what does it cost?", turns("Tell me about the Pixel 8",
 			labelEN+" From the knowledge base:\n- ## Pricing [pixel.md#1-aa]\n- The Pixel 8 costs $699. [pixel.md#2-bb]"), "what does Pixel 8 cost?", []string{"From", "Pricing"}},
+		{"a section label and quantities", "屏幕呢？", turns("介绍下华为Mate60", "华为Mate60是一款旗舰手机。", "它的续航怎么样？",
+			labelZH+"知识库摘录：\n- 电池与续航：电池容量为4750毫安时，支持66W快充。 [mate60.md#2-cc]"), "华为Mate60的屏幕呢？",
+			[]string{"电池与续航", "4750", "毫安时", "66W", "量为"}},
 		{"a hyphenated quantity", "Did it last long?", turns("What about the 7-day trial?", "The 7-day trial ends on its own."), "", []string{"7-day"}},
 		{"an age range", "any awards", turns("who watched it?", "It had a 2.6 rating in the 18-to-49-year-old demographic."), "", []string{"18-to-49-year-old"}},
 	}
