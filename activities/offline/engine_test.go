@@ -155,8 +155,8 @@ func TestEngineAnswersInTheConversationsLanguage(t *testing.T) {
 		msgs  []convo.ModelMessage
 		label string
 	}{
-		{"a Latin name with a Chinese particle", []convo.ModelMessage{docs, msg("user", "华为Mate60多少钱？"), msg("assistant", "…"), msg("user", "iPhone 15呢？")}, lexical.LabelZH},
-		{"alone", []convo.ModelMessage{docs, msg("user", "iPhone 15多少钱？")}, lexical.LabelZH},
+		{"a Latin name with a Chinese particle", []convo.ModelMessage{docs, msg("user", "华为Mate60多少钱？"), msg("assistant", "…"), msg("user", "iPhone 15 Pro Max呢？")}, lexical.LabelZH},
+		{"alone", []convo.ModelMessage{docs, msg("user", "iPhone 15 Pro Max多少钱？")}, lexical.LabelZH},
 		{"an English question naming a Chinese product", []convo.ModelMessage{docs, msg("user", "华为Mate60多少钱？"), msg("assistant", "…"), msg("user", "What is the price of iPhone 15?")}, lexical.LabelEN},
 		{"English after Chinese", []convo.ModelMessage{docs, msg("user", "华为Mate60多少钱？"), msg("assistant", "…"), msg("user", "how much is the iPhone 15?")}, lexical.LabelEN},
 	} {
