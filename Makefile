@@ -85,7 +85,7 @@ sizecheck:
 ## # record-histories re-records the workflow histories the replay test replays
 # (tests/testdata): only on purpose, when running workflows may change.
 record-histories:
-	CTXFLOW_RECORD_HISTORY=1 $(GO) test -count=1 -run '^TestRecord' ./tests/
+	CTXFLOW_RECORD_HISTORY=1 $(GO) test -count=1 -run '^(TestRecord|TestAgentTaskWithMCPServers$$)' ./tests/
 
 ## bench: ctxflow's figures and the peer's (LangGraph.js with its SQLite
 ## checkpointer, scripts/peer.sh) measured side by side in one run, printed as

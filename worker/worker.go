@@ -68,6 +68,10 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
+	remote, err := openMCP(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	model, engine, err := chooseModel(ctx, cfg, tok, log)
 	if err != nil {
 		return nil, err
@@ -110,6 +114,9 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		agent.Planner, agent.Model = activities.ModelPlanner{Model: model, Engine: engine}, model
 	}
 	closers := []func() error{store.Close, vectors.Close, db.Close}
+	if remote != nil { // the MCP servers' tools
+		agent.Remote, closers = remote, append(closers, remote.Close)
+	}
 	var deltas activities.Broker = broker.NewLocal()
 	if cfg.TranscriptStore == "postgres" {
 		pg, err := broker.OpenPostgres(ctx, cfg.DatabaseURL)

@@ -90,6 +90,11 @@ type Config struct {
 	ObservationMaxChars int
 	// ToolResultMaxBytes caps a tool result in the transcript.
 	ToolResultMaxBytes int
+	// MCPServers lists the MCP servers whose tools tasks may call
+	// (activities/mcp.ParseServers reads it; "": none); MCPTimeout bounds
+	// one call of their tools.
+	MCPServers string
+	MCPTimeout time.Duration
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -161,6 +166,8 @@ var Vars = []Var{
 	{"MESSAGE_COMPRESS_RECENT_WINDOW", "10", "unfolded messages a task's model view holds before older steps are folded into its running summary"},
 	{"MESSAGE_COMPRESS_MAX_LENGTH", "5000", "characters of a tool result in a task's model view (lists cut to their first 10 items); the transcript keeps it whole"},
 	{"CTXFLOW_TOOL_RESULT_MAX_BYTES", "65536", "bytes of a tool result's JSON stored in the transcript: a larger one is cut there, and what is stored (and shown to the model) says what was cut"},
+	{"CTXFLOW_MCP_SERVERS", "unset", "MCP servers whose tools agent tasks may call (named `mcp:<server>/<tool>`): `name=stdio:command args…` or `name=http(s)://…/mcp`, separated by `;`, or a JSON array of `{\"name\", \"command\": [...] | \"url\", \"env\", \"headers\", \"timeout\", \"tenants\"}` (see [MCP tools](#mcp-tools)). A task lists them when it starts; unset: none"},
+	{"CTXFLOW_MCP_TIMEOUT", "60s", "timeout of one MCP tool call (an activity; a server's `timeout` overrides it); tools the server marks read-only or idempotent are tried 3 times, others once"},
 	{"CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys"},
 	{"CTXFLOW_API_KEYS_FILE", "unset", "a file of API keys, one `tenant:<sha256>` a line (`#` comments), added to `CTXFLOW_API_KEYS`"},
 	{"CTXFLOW_TOKEN_SECRET", "unset", "secret that signs the page tokens of `GET /v1/sessions` (16 bytes at least); unset: a random one kept in `$CTXFLOW_DATA_DIR/token-secret`. The API processes of one deployment share it"},
@@ -217,6 +224,10 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.AllowAnonymous = p.bool("CTXFLOW_ALLOW_ANONYMOUS", false)
 	c.OpenAIBaseURL = p.str("CTXFLOW_OPENAI_BASE_URL", "")
 	c.OpenAIAPIKey = p.str("CTXFLOW_OPENAI_API_KEY", "")
+	c.MCPServers = p.str("CTXFLOW_MCP_SERVERS", "")
+	if c.MCPTimeout = p.dur("CTXFLOW_MCP_TIMEOUT", time.Minute); c.MCPTimeout <= 0 {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MCP_TIMEOUT %s: want more than 0", c.MCPTimeout))
+	}
 	if c.TokenSecretValue = p.str("CTXFLOW_TOKEN_SECRET", ""); c.TokenSecretValue != "" && len(c.TokenSecretValue) < 16 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_TOKEN_SECRET: %d bytes, want at least 16", len(c.TokenSecretValue)))
 	}

@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 		SQLDatabase:         "demo",
 		ObservationMaxChars: 5000,
 		ToolResultMaxBytes:  64 << 10,
+		MCPTimeout:          time.Minute,
 		Session:             workflows.DefaultSessionConfig(),
 		Limits:              workflows.DefaultLimits(),
 		LogLevel:            slog.LevelInfo,
