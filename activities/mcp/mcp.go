@@ -396,7 +396,7 @@ func (s *Servers) openTransport(srv Server) (sdk.Transport, error) {
 		// notifications from the server.
 		return &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, DisableStandaloneSSE: true}, nil
 	}
-	cmd := exec.Command(srv.Command[0], srv.Command[1:]...) //nolint:gosec // the operator's configured command
+	cmd := exec.Command(srv.Command[0], srv.Command[1:]...) // the operator's configured command
 	for _, k := range stdioEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)
