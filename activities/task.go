@@ -327,6 +327,10 @@ type CallToolInput struct {
 	SummaryID     string              `json:"summaryId,omitempty"`
 	// ToolsID names the task's record of remote tools ("" for none).
 	ToolsID string `json:"toolsId,omitempty"`
+	// ParentID is where the result hangs: the task's leaf, the step's last
+	// call or the result before it, so that the calls of one step and
+	// their results stay one branch ("": below its call, as before).
+	ParentID string `json:"parentId,omitempty"`
 }
 
 // CallToolResult is a tool call's outcome, compact: the result itself is
@@ -373,7 +377,7 @@ func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult,
 	if err != nil {
 		return res, fmt.Errorf("tool %s (call %s of %s): %w", call.ToolCall.Name, in.CallID, in.Task, err)
 	}
-	if err := a.storeResult(ctx, in.Task, in.CallID, content); err != nil {
+	if err := a.storeResult(ctx, in.Task, in.CallID, in.ParentID, content); err != nil {
 		return res, err
 	}
 	res.OK, res.Observation, res.Facts = ok, clipText(content, 160), facts
@@ -421,8 +425,9 @@ func toolObservation(tool string, e error) (string, KnownFacts) {
 	return string(b), KnownFacts{ErrorHistory: []string{tool + ": " + e.Error()}}
 }
 
-func (a *Agent) storeResult(ctx context.Context, task SessionKey, callID, content string) error {
-	m := convo.Message{ID: callID + ".r", ParentID: callID, Role: convo.RoleToolResult, ToolCallID: callID, Content: content, CreatedAt: time.Now().UTC()}
+// storeResult stores a call's result below parent (its call when "").
+func (a *Agent) storeResult(ctx context.Context, task SessionKey, callID, parent, content string) error {
+	m := convo.Message{ID: callID + ".r", ParentID: cmpOr(parent, callID), Role: convo.RoleToolResult, ToolCallID: callID, Content: content, CreatedAt: time.Now().UTC()}
 	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
 	if _, _, err := a.Transcript.Append(ctx, task, m); err != nil {
 		return fmt.Errorf("store result of %s in %s: %w", callID, task, err)
@@ -453,6 +458,8 @@ type RecordToolErrorInput struct {
 	Task   SessionKey `json:"task"`
 	CallID string     `json:"callId"`
 	Error  string     `json:"error"`
+	// ParentID: as CallToolInput's.
+	ParentID string `json:"parentId,omitempty"`
 }
 
 // RecordToolError stores a failed call's error as its result, so that the
@@ -462,7 +469,7 @@ func (a *Agent) RecordToolError(ctx context.Context, in RecordToolErrorInput) er
 		return err
 	}
 	b, _ := json.Marshal(map[string]string{"error": "the tool failed after its retries: " + in.Error})
-	return a.storeResult(ctx, in.Task, in.CallID, string(b))
+	return a.storeResult(ctx, in.Task, in.CallID, in.ParentID, string(b))
 }
 
 // factsKey names the side transcript of a task's facts records.

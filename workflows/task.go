@@ -293,13 +293,14 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 		}
 		var out activities.CallToolResult
 		err := workflow.ExecuteActivity(t.actx(ctx, fmt.Sprintf("step %d: %s", t.st.Step, c.Name), info.Timeout, info.Attempts), agent.CallTool,
-			activities.CallToolInput{Task: t.key, CallID: c.ID, Window: t.window(), SummaryConfig: t.summaryConfig(), SummaryID: t.summaryID(), ToolsID: t.toolsID}).Get(ctx, &out)
+			activities.CallToolInput{Task: t.key, CallID: c.ID, Window: t.window(), SummaryConfig: t.summaryConfig(), SummaryID: t.summaryID(), ToolsID: t.toolsID,
+				ParentID: t.st.Leaf}).Get(ctx, &out)
 		if err != nil {
 			// The tool failed after its retries: an observation too, and the
 			// transcript keeps the call answered.
 			msg := rootMessage(err)
 			if err := workflow.ExecuteLocalActivity(t.localCtx(ctx, "record the tool's failure"), agent.RecordToolError,
-				activities.RecordToolErrorInput{Task: t.key, CallID: c.ID, Error: msg}).Get(ctx, nil); err != nil {
+				activities.RecordToolErrorInput{Task: t.key, CallID: c.ID, Error: msg, ParentID: t.st.Leaf}).Get(ctx, nil); err != nil {
 				return false, err
 			}
 			out = activities.CallToolResult{ResultID: c.ID + ".r", Tool: c.Name, Observation: "error: the tool failed after its retries: " + clip(msg, 120)}

@@ -369,3 +369,35 @@ func TestConcurrentContinuesResumeOnce(t *testing.T) {
 		t.Errorf("describe_table called %d times, want 3: two steps before the pause, one after the one continue, then the answer", n)
 	}
 }
+
+// Two calls in one step (parallel calls, or an array written as text) and
+// their results are one branch: the next step sees both calls answered.
+// (Each result hung below its own call, and the view of the next step
+// failed: "unanswered tool call".)
+func TestTaskStepWithTwoCalls(t *testing.T) {
+	h := newTaskHarness(t, func(n int, req activities.PlanRequest) activities.PlanStep {
+		if n == 1 {
+			return activities.PlanStep{Calls: []convo.ToolCall{
+				{Name: "list_tables", Args: json.RawMessage(`{}`)},
+				{Name: "describe_table", Args: json.RawMessage(`{"table": "customers"}`)},
+			}}
+		}
+		return activities.PlanStep{Answer: "two tables; customers has id and name"}
+	})
+	h.env.ExecuteWorkflow(workflows.TaskWorkflowName, taskInput(5))
+	st := h.result(t)
+	if st.Status != workflows.TaskFinished || h.called("list_tables") != 1 || h.called("describe_table") != 1 {
+		t.Fatalf("task %+v, calls %d/%d", st, h.called("list_tables"), h.called("describe_table"))
+	}
+	reqs := h.planner.requests()
+	view := reqs[len(reqs)-1].View
+	var results int
+	for _, m := range view {
+		if m.Role == "tool" {
+			results++
+		}
+	}
+	if results != 2 {
+		t.Errorf("step 2 saw %d tool results, want 2: %+v", results, view)
+	}
+}
