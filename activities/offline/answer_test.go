@@ -114,8 +114,20 @@ func TestAnswerQuotesTheAspect(t *testing.T) {
 			[]string{"The knowledge base has nothing on “Does the Pixel 8 support wireless charging”"}, []string{"27 W"}},
 		{"en introduction", "Tell me about the Pixel 8", pages, AnswerExtractive, []string{"pixel.md#0"},
 			[]string{"The Pixel 8 is a phone made by Google."}, []string{"华为"}},
-		{"another product's sentence does not answer", "华为Mate60的续航怎么样？", pages[1:2], AnswerNotFound, nil,
+		{"a page that never names the question's product does not answer", "华为Mate60的续航怎么样？",
+			[]Document{{ID: "mate70.md#0", Text: "# 华为Mate70\n\n## 电池与续航\n\n电池容量为5300毫安时。"}}, AnswerNotFound, nil,
 			[]string{"知识库中没有"}, []string{"5300"}},
+		{"one that names it in passing gives way to the page about it", "华为Mate60的续航怎么样？", []Document{pages[1], pages[0]}, AnswerExtractive,
+			[]string{"mate60.md#0"}, []string{"4750"}, []string{"5300"}},
+		{"a plain title line is a title and a section, not a sentence", "华为Mate60多少钱？",
+			[]Document{{ID: "mate60-price", Text: "华为Mate60 / 价格\n华为Mate60的12GB+256GB版本售价5999元。"}}, AnswerExtractive, []string{"mate60-price"},
+			[]string{"- 价格：华为Mate60的12GB+256GB版本售价5999元。 [mate60-price]"}, []string{"- 华为Mate60 / 价格 ["}},
+		{"a sentence sharing only a common word gives way", "华为手表充一次电能用多久？", []Document{
+			{ID: "watch", Text: "华为WATCH GT 4智能手表可以监测心率，典型场景下续航约14天。"},
+			{ID: "mate70", Text: "华为Mate70配备5300毫安时电池，支持66W有线快充。"},
+		}, AnswerExtractive, []string{"watch"}, []string{"续航约14天"}, []string{"5300"}},
+		{"an aspect worded otherwise is passed over", "哪款手机自带手写笔？",
+			[]Document{{ID: "s24", Text: "三星Galaxy S24 Ultra机身内置S Pen手写笔。"}}, AnswerExtractive, []string{"s24"}, []string{"S Pen手写笔"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

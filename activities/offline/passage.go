@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ctxflow/ctxflow/lexical"
 )
@@ -29,30 +30,30 @@ var headingLine = regexp.MustCompile(`^(#{1,6})\s+(.*?)\s*#*\s*$`)
 var listMark = regexp.MustCompile(`^(?:[-*+>]|\d{1,3}[.)])\s+`)
 
 // passages splits document d (index i) into its sentences, each with its
-// section heading and the document's title. A heading on the first line
-// is the title; every later heading starts a section. Lines without a
-// letter, digit or CJK character (rules, table borders) are left out, and
-// a sentence repeated (chunks overlap) is kept once.
+// section heading and the document's title. The first line is the title
+// when it is a heading, or a line that reads as a title (see titleLine)
+// with more text after it; "华为Mate60 / 价格" is a title and a section.
+// Every later heading starts a section. Lines without a letter or digit
+// (rules, table borders) are left out, and a sentence repeated (chunks
+// overlap) is kept once.
 func passages(i int, d Document) []passage {
 	var out []passage
 	title, section := "", ""
 	seen := map[string]bool{}
-	first := true
-	for _, line := range strings.Split(d.Text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if m := headingLine.FindStringSubmatch(line); m != nil {
-			if first {
-				title = m[2]
-			} else {
-				section = m[2]
+	lines := nonEmptyLines(d.Text)
+	for n, line := range lines {
+		if m := headingLine.FindStringSubmatch(line); m != nil || n == 0 && len(lines) > 1 && titleLine(line) {
+			name := line
+			if m != nil {
+				name = m[2]
 			}
-			first = false
+			if n == 0 {
+				title, section, _ = strings.Cut(name, " / ")
+			} else {
+				section = name
+			}
 			continue
 		}
-		first = false
 		line = listMark.ReplaceAllString(line, "")
 		for _, s := range lexical.Sentences(line) {
 			if !hasContent(s) || seen[s] {
@@ -63,6 +64,24 @@ func passages(i int, d Document) []passage {
 		}
 	}
 	return out
+}
+
+// nonEmptyLines are the lines of text that hold more than spaces, trimmed.
+func nonEmptyLines(text string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// titleLine reports whether line reads as a title, not a sentence: short,
+// without a sentence's punctuation or a colon, and not a list item.
+func titleLine(line string) bool {
+	return utf8.RuneCountInString(line) <= 80 && !strings.ContainsAny(line, "。！？；：:!?;") &&
+		!strings.HasSuffix(line, ".") && !listMark.MatchString(line)
 }
 
 // hasContent reports whether s holds a letter or a digit.

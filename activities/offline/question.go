@@ -16,8 +16,10 @@ type question struct {
 	text     string
 	entities []string // lower case
 	// aspects are the content words no entity covers, without the light
-	// verbs ("支持", "have") that only frame the question.
+	// verbs ("支持", "have") that only frame the question; weights are
+	// their weights among the passages that may answer (see weigh).
 	aspects []string
+	weights []float64
 	// wants are the kinds of value that answer it ("多少钱" → money).
 	wants []valueKind
 	// defined is X of "what is X?" / "什么是X", lower case, or "".

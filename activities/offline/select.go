@@ -2,6 +2,7 @@ package offline
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 type candidate struct {
 	passage
 	score  float64
+	share  float64 // of the aspects' weight carried
 	naming []float64
 }
 
@@ -21,8 +23,9 @@ type candidate struct {
 // order: for a question about its entities as a whole, the opening of the
 // documents about them (see overview); else the passages that carry the
 // question's aspect (see question.carries), those that name its entities
-// best, at most maxAnswerSentences of them and none scoring below half the
-// best. None when no passage carries the aspect: the honest answer.
+// best and carry at least half as much of its aspects as the best, at most
+// maxAnswerSentences of them and none scoring below half the best. None
+// when no passage carries the aspect: the honest answer.
 func selectPassages(q question, docs []Document) []passage {
 	var all []passage
 	lower := make([]string, len(docs)) // the documents in lower case
@@ -35,13 +38,14 @@ func selectPassages(q question, docs []Document) []passage {
 			return ps
 		}
 	}
+	q.weigh(all)
 	var cands []candidate
 	for _, p := range all {
 		if c, ok := q.candidate(lower[p.doc], p); ok {
 			cands = append(cands, c)
 		}
 	}
-	cands = bestNamed(cands)
+	cands = bestFitting(bestNamed(cands))
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
 	n := 0
 	for n < len(cands) && n < maxAnswerSentences && cands[n].score >= cands[0].score/2 {
@@ -65,7 +69,7 @@ func (q question) candidate(doc string, p passage) (candidate, bool) {
 		return candidate{}, false
 	}
 	lower := strings.ToLower(p.text)
-	c := candidate{passage: p, naming: q.naming(doc, p)}
+	c := candidate{passage: p, share: share, naming: q.naming(doc, p)}
 	c.score = share + mean(c.naming)/2 + 0.1*lexical.GradeSentence(q.text, p.text).Score
 	if q.holdsWanted(lower) {
 		c.score += 0.3
@@ -77,24 +81,33 @@ func (q question) candidate(doc string, p passage) (candidate, bool) {
 }
 
 // carries reports whether passage p carries what q asks about, with the
-// share of its aspects it carries: at least half of the aspects, each
-// named in the sentence or its section heading, or, for an aspect that
-// names a kind of value ("价格", "price"), held as such a value ("售价5999
-// 元"); without aspects, a value of the kind asked for ("多少钱"); for a
+// share of its aspects it carries weighted by their rarity (see
+// question.weigh; the score ranks by it: the rare aspect of "华为手表…" is
+// 手表, not 华为): at least half of the aspects the documents speak of,
+// each spoken of in the sentence or its section heading (see hasAspect);
+// without aspects, a value of the kind asked for ("多少钱"); for a
 // question of entities alone, naming one of them.
 func (q question) carries(p passage) (float64, bool) {
-	lower, section := strings.ToLower(p.text), strings.ToLower(p.section)
+	lower := strings.ToLower(p.text)
 	switch {
 	case len(q.aspects) > 0:
-		n := 0
-		for _, a := range q.aspects {
-			kind, isCue := kindOfCue(a)
-			if mentions(lower, a) || mentions(section, a) || isCue && kind.fits(lower) {
-				n++
+		var present, matched int
+		var total, got float64
+		for i, a := range q.aspects {
+			if q.weights[i] == 0 {
+				continue
+			}
+			present++
+			total += q.weights[i]
+			if hasAspect(p, a) {
+				matched++
+				got += q.weights[i]
 			}
 		}
-		share := float64(n) / float64(len(q.aspects))
-		return share, n > 0 && share >= 0.5
+		if present == 0 { // the documents speak of none of the aspects
+			return 0, false
+		}
+		return got / total, matched > 0 && 2*matched >= present
 	case len(q.wants) > 0:
 		return 1, q.holdsWanted(lower)
 	case len(q.entities) > 0:
@@ -107,6 +120,39 @@ func (q question) carries(p passage) (float64, bool) {
 	return 0, false
 }
 
+// hasAspect reports whether passage p speaks of aspect a: the sentence or
+// its section heading names it, or, for an aspect that names a kind of
+// value ("价格", "price"), the sentence holds such a value ("售价5999元").
+func hasAspect(p passage, a string) bool {
+	lower := strings.ToLower(p.text)
+	if mentions(lower, a) || mentions(strings.ToLower(p.section), a) {
+		return true
+	}
+	kind, isCue := kindOfCue(a)
+	return isCue && kind.fits(lower)
+}
+
+// weigh weighs q's aspects by how rare they are among the passages that
+// may answer, as an inverse document frequency: ln(1 + n/df) for an
+// aspect that df of the n passages speak of. One that none speaks of
+// weighs nothing: the documents word it otherwise ("手机自带手写笔" over
+// "内置S Pen手写笔"); when no aspect is spoken of at all, they do not hold
+// what is asked.
+func (q *question) weigh(all []passage) {
+	q.weights = make([]float64, len(q.aspects))
+	for i, a := range q.aspects {
+		df := 0
+		for _, p := range all {
+			if hasAspect(p, a) {
+				df++
+			}
+		}
+		if df > 0 {
+			q.weights[i] = math.Log(1 + float64(len(all))/float64(df))
+		}
+	}
+}
+
 // holdsWanted reports whether lower (a sentence, lower case) holds a value
 // of a kind q asks for.
 func (q question) holdsWanted(lower string) bool {
@@ -116,8 +162,7 @@ func (q question) holdsWanted(lower string) bool {
 // naming is how well passage p of a document (doc, in lower case) names
 // each of q's entities: 1 when the document is about it (see about), ½
 // when the sentence, its section or the document's title names it, ¼ when
-// only the rest of an untitled document (a chunk from the middle of a
-// longer one) does, else 0.
+// only the rest of the document does, else 0.
 func (q question) naming(doc string, p passage) []float64 {
 	near := strings.ToLower(p.text + "\n" + p.section + "\n" + p.title)
 	out := make([]float64, len(q.entities))
@@ -127,7 +172,7 @@ func (q question) naming(doc string, p passage) []float64 {
 			out[i] = 1
 		case mentions(near, e):
 			out[i] = 0.5
-		case p.title == "" && mentions(doc, e): // a titled document is about its title
+		case mentions(doc, e):
 			out[i] = 0.25
 		}
 	}
@@ -173,6 +218,18 @@ func bestNamed(cands []candidate) []candidate {
 		}
 		return true
 	})
+}
+
+// bestFitting keeps the candidates that carry at least half as much of
+// the aspects' weight as the best: a sentence that shares only a common
+// word with the question ("华为") gives way to one that holds its rare
+// one ("手表").
+func bestFitting(cands []candidate) []candidate {
+	if len(cands) == 0 {
+		return cands
+	}
+	best := slices.MaxFunc(cands, func(a, b candidate) int { return cmp.Compare(a.share, b.share) }).share
+	return slices.DeleteFunc(cands, func(c candidate) bool { return c.share < best/2 })
 }
 
 // overview answers a question about entities as a whole from the
