@@ -3,7 +3,6 @@ package ollama
 import (
 	"fmt"
 	"strings"
-	"sync"
 
 	"context"
 
@@ -16,28 +15,6 @@ import (
 const EmbedBatch = 64
 
 var _ activities.Embedder = (*Client)(nil)
-
-// dims caches each model's embedding dimension, learnt from its first answer.
-type dims struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func (d *dims) get(model string) (int, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n, ok := d.m[model]
-	return n, ok
-}
-
-func (d *dims) set(model string, n int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.m == nil {
-		d.m = map[string]int{}
-	}
-	d.m[model] = n
-}
 
 // Embed returns one vector per text, in order, through /api/embed in batches
 // of [EmbedBatch]. Every vector must have the model's dimension (learnt from
@@ -65,7 +42,7 @@ func (c *Client) Embed(ctx context.Context, model string, texts []string) ([][]f
 				Message: fmt.Sprintf("%s: %d vectors for %d texts", what, len(resp.Embeddings), len(batch))}
 		}
 		for i, v := range resp.Embeddings {
-			if err := c.checkDim(model, len(v)); err != nil {
+			if err := c.dims.Check(model, len(v)); err != nil {
 				return nil, &activities.ModelError{Message: fmt.Sprintf("%s: text %d", what, start+i), Err: err}
 			}
 		}
@@ -77,7 +54,7 @@ func (c *Client) Embed(ctx context.Context, model string, texts []string) ([][]f
 // Dimension returns the model's embedding dimension, embedding one probe text
 // the first time and answering from the cache after.
 func (c *Client) Dimension(ctx context.Context, model string) (int, error) {
-	if n, ok := c.dims.get(model); ok {
+	if n, ok := c.dims.Get(model); ok {
 		return n, nil
 	}
 	vs, err := c.Embed(ctx, model, []string{"dimension probe"})
@@ -85,15 +62,4 @@ func (c *Client) Dimension(ctx context.Context, model string) (int, error) {
 		return 0, err
 	}
 	return len(vs[0]), nil
-}
-
-func (c *Client) checkDim(model string, n int) error {
-	if n == 0 {
-		return fmt.Errorf("empty vector")
-	}
-	if want, ok := c.dims.get(model); ok && want != n {
-		return fmt.Errorf("vector of dimension %d, but %s has dimension %d", n, model, want)
-	}
-	c.dims.set(model, n)
-	return nil
 }

@@ -78,7 +78,7 @@ type Client struct {
 	timeout   time.Duration
 	keepAlive *api.Duration
 	numCtx    int
-	dims      dims
+	dims      activities.Dims
 }
 
 var _ activities.ChatModel = (*Client)(nil)

@@ -59,7 +59,7 @@ type Client struct {
 	embed   oai.EmbeddingService
 	baseURL string
 	log     *slog.Logger
-	dims    dims
+	dims    activities.Dims
 }
 
 var (
