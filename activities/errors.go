@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -83,4 +84,18 @@ func known(code string) bool {
 		return true
 	}
 	return false
+}
+
+// RetryableStatus reports whether a model server's HTTP error status may
+// go away if the request is sent again unchanged: 408, 425, 429, 499
+// (nginx's and Ollama's "request canceled") and 5xx but 501; the model
+// adapters classify by it.
+func RetryableStatus(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests, 499:
+		return true
+	case http.StatusNotImplemented:
+		return false
+	}
+	return status >= http.StatusInternalServerError
 }

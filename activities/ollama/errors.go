@@ -76,23 +76,11 @@ func statusError(what string, status int, msg string) *activities.ModelError {
 	}
 	return &activities.ModelError{
 		StatusCode: status,
-		Retryable:  retryableStatus(status),
+		Retryable:  activities.RetryableStatus(status),
 		Message:    fmt.Sprintf("%s: HTTP %d: %s", what, status, msg),
 	}
 }
 
-// retryableStatus reports whether a request answered with an HTTP error
-// status may succeed if sent again unchanged.
-func retryableStatus(status int) bool {
-	switch status {
-	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
-		499: // Ollama's (and nginx's) "request canceled"
-		return true
-	case http.StatusNotImplemented:
-		return false
-	}
-	return status >= http.StatusInternalServerError
-}
 
 // probeKey is the context key of a call's *probe.
 type probeKey struct{}

@@ -61,23 +61,11 @@ func (c *Client) statusError(what string, status int, msg string) *activities.Mo
 	}
 	return &activities.ModelError{
 		StatusCode: status,
-		Retryable:  retryableStatus(status),
+		Retryable:  activities.RetryableStatus(status),
 		Message:    fmt.Sprintf("%s: HTTP %d: %s", what, status, msg),
 	}
 }
 
-// retryableStatus reports whether a request answered with an HTTP error
-// status may succeed if sent again unchanged: the Ollama adapter's rule.
-func retryableStatus(status int) bool {
-	switch status {
-	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
-		499: // nginx's (and Ollama's) "request canceled"
-		return true
-	case http.StatusNotImplemented:
-		return false
-	}
-	return status >= http.StatusInternalServerError
-}
 
 // errorMessage reads the message of an error body in the shapes servers
 // use: OpenAI's {"error": {"message": ...}}, {"error": "..."},
