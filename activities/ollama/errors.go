@@ -81,7 +81,6 @@ func statusError(what string, status int, msg string) *activities.ModelError {
 	}
 }
 
-
 // probeKey is the context key of a call's *probe.
 type probeKey struct{}
 

@@ -66,7 +66,6 @@ func (c *Client) statusError(what string, status int, msg string) *activities.Mo
 	}
 }
 
-
 // errorMessage reads the message of an error body in the shapes servers
 // use: OpenAI's {"error": {"message": ...}}, {"error": "..."},
 // {"message": ...} (older vLLM), {"detail": ...} (FastAPI); else the text.
