@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -10,6 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/activities/offline"
+	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/eval"
 	"github.com/ctxflow/ctxflow/lexical"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -161,4 +169,82 @@ func (s *stack) uploadPage(t *testing.T, id string) {
 	if code := s.upload(t, id, string(text)); code != 200 {
 		t.Fatalf("upload %s: %d\n%s", id, code, s.workerLogs())
 	}
+}
+
+// TestAnswersThroughTheLoop measures what the offline answers quote, for
+// the README: each case of the sets (mtrag and zh-phones by default; the
+// cases files in CTXFLOW_ANSWER_EVAL, comma-separated, when it is not "1")
+// with gold passages, rewritten by the offline rewriter, through the whole
+// corrective loop in the default configuration over the set's passages:
+// the share of answers that cite a gold passage and of those that say the
+// knowledge base has nothing. It runs only when CTXFLOW_ANSWER_EVAL is set.
+func TestAnswersThroughTheLoop(t *testing.T) {
+	sets := os.Getenv("CTXFLOW_ANSWER_EVAL")
+	if sets == "" {
+		t.Skip("set CTXFLOW_ANSWER_EVAL=1 (or to cases files) to measure the offline answers")
+	}
+	if sets == "1" {
+		sets = filepath.Join(cmp.Or(os.Getenv("EVALDATA"), "../../shared/evaldata"), "mtrag", "cases.jsonl") + ",../activities/vecstore/testdata/zh-phones/cases.jsonl"
+	}
+	for _, path := range strings.Split(sets, ",") {
+		set, err := eval.Load(t.Context(), path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cited, nothing, headings int
+		for _, c := range set.Gold {
+			answer := loopAnswer(t, set, c.Question, c.Messages())
+			if slices.ContainsFunc(c.Gold, func(id string) bool { return strings.Contains(answer, "["+id+"]") }) {
+				cited++
+			}
+			if strings.Contains(answer, "知识库中没有关于") || strings.Contains(answer, "The knowledge base has nothing on") {
+				nothing++
+			}
+			if slices.ContainsFunc(strings.Split(answer, "\n"), headingLike) {
+				headings++
+			}
+		}
+		n := float64(len(set.Gold))
+		t.Logf("%s: %d cases, the answer cites a gold passage in %.3f, says there is nothing in %.3f, quotes a heading-like line in %.3f",
+			set.Name, len(set.Gold), float64(cited)/n, float64(nothing)/n, float64(headings)/n)
+		_ = set.Close()
+	}
+}
+
+// loopAnswer is the corrective loop's answer to question after history,
+// over set's passages, with the offline engine.
+func loopAnswer(t *testing.T, set *eval.Set, question string, history []convo.Message) string {
+	t.Helper()
+	q, _, err := lexical.Rewriter{}.Rewrite(t.Context(), question, history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &offline.Engine{}
+	base := set.RAG()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})
+	env.RegisterActivity(&activities.RAG{Store: base.Store, Embedders: base.Embedders, Grader: e, Reformulator: e,
+		Relevance: lexical.Relevance{}, Model: e, Engine: offline.ModelName})
+	d := workflows.DefaultSessionConfig()
+	env.ExecuteWorkflow(workflows.CorrectiveRAGWorkflowName, workflows.CorrectiveInput{
+		Query: q, TopK: d.TopK, SimilarityThreshold: d.SimilarityThreshold, SearchMode: d.SearchMode,
+		MaxRewriteAttempts: d.MaxRewriteAttempts, GradePassThreshold: d.GradePassThreshold,
+	})
+	var res workflows.CorrectiveResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatalf("%q: %v", q, err)
+	}
+	return res.Answer
+}
+
+// headingLike reports whether line quotes a heading: a Markdown one, or a
+// short line without a sentence's punctuation ("华为Mate60 / 价格").
+func headingLike(line string) bool {
+	body, ok := strings.CutPrefix(line, "- ")
+	if !ok {
+		return false
+	}
+	body = strings.TrimSpace(lexical.StripCitations(body))
+	return strings.HasPrefix(body, "#") || len([]rune(body)) <= 24 && !strings.ContainsAny(body, "。！？；，.!?;,")
 }
