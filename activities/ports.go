@@ -519,6 +519,9 @@ type ToolPolicy struct {
 	Timeout    time.Duration
 	ReadOnly   bool
 	Idempotent bool
+	// RequiresApproval says a person must approve each call before it
+	// runs (issue 25: the approval gate).
+	RequiresApproval bool
 }
 
 // Planner decides an agent task's next step from its model view: calls of

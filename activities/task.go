@@ -143,6 +143,9 @@ type ThinkResult struct {
 	// ParseError says why the model's reply could not be read; the error
 	// observation is in the transcript for the next step.
 	ParseError string `json:"parseError,omitempty"`
+	// Thought is the planner's reason for the calls, clipped (the
+	// approval gate shows it).
+	Thought string `json:"thought,omitempty"`
 	// Leaf is the transcript's last message after the step.
 	Leaf             string `json:"leaf"`
 	Engine           string `json:"engine,omitempty"`
@@ -219,6 +222,7 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 			if err := add(convo.Message{ID: stepID(in.Step, "think"), Role: convo.RoleAssistant, Content: t}); err != nil {
 				return res, err
 			}
+			res.Thought = clipText(t, 500)
 		}
 		for i, c := range step.Calls {
 			id := stepID(in.Step, fmt.Sprintf("c%d", i+1))
@@ -255,6 +259,11 @@ func (a *Agent) storedStep(ctx context.Context, in ThinkInput) (ThinkResult, boo
 		return ThinkResult{ParseError: "the reply could not be read as a step (see the step's observation)", Leaf: m.ID}, ok, err
 	}
 	res := ThinkResult{}
+	if m, ok, err := get("think"); err != nil {
+		return res, false, err
+	} else if ok {
+		res.Thought = clipText(m.Content, 500)
+	}
 	for i := 1; ; i++ {
 		m, ok, err := get(fmt.Sprintf("c%d", i))
 		if err != nil {
@@ -331,6 +340,9 @@ type CallToolInput struct {
 	// call or the result before it, so that the calls of one step and
 	// their results stay one branch ("": below its call, as before).
 	ParentID string `json:"parentId,omitempty"`
+	// Args, when set, replace the call's arguments (a person edited them
+	// at the approval gate).
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // CallToolResult is a tool call's outcome, compact: the result itself is
@@ -362,6 +374,11 @@ func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult,
 		return CallToolResult{}, Permanent(CodeNotFound, fmt.Sprintf("task %s has no tool call %s", in.Task, in.CallID), nil)
 	}
 	res := CallToolResult{ResultID: in.CallID + ".r", Tool: call.ToolCall.Name}
+	if len(in.Args) > 0 {
+		edited := *call.ToolCall
+		edited.Args = in.Args
+		call.ToolCall = &edited
+	}
 	if stored, ok, err := a.Transcript.Get(ctx, in.Task, res.ResultID); err != nil {
 		return res, fmt.Errorf("read result %s of %s: %w", res.ResultID, in.Task, err)
 	} else if ok {
@@ -458,6 +475,9 @@ type RecordToolErrorInput struct {
 	Task   SessionKey `json:"task"`
 	CallID string     `json:"callId"`
 	Error  string     `json:"error"`
+	// Observation, when set, is the result's error text as is (a call
+	// rejected at the approval gate) instead of a failure after retries.
+	Observation string `json:"observation,omitempty"`
 	// ParentID: as CallToolInput's.
 	ParentID string `json:"parentId,omitempty"`
 }
@@ -468,7 +488,11 @@ func (a *Agent) RecordToolError(ctx context.Context, in RecordToolErrorInput) er
 	if _, ok, err := a.Transcript.Get(ctx, in.Task, in.CallID+".r"); err != nil || ok {
 		return err
 	}
-	b, _ := json.Marshal(map[string]string{"error": "the tool failed after its retries: " + in.Error})
+	msg := "the tool failed after its retries: " + in.Error
+	if in.Observation != "" {
+		msg = in.Observation
+	}
+	b, _ := json.Marshal(map[string]string{"error": msg})
 	return a.storeResult(ctx, in.Task, in.CallID, in.ParentID, string(b))
 }
 

@@ -146,11 +146,13 @@ type ToolInfo struct {
 	// Attempts is how many times the tool may be tried: read-only and
 	// idempotent tools are retried, others run once.
 	Attempts int `json:"attempts"`
+	// RequiresApproval: the tool's calls wait for a person's decision.
+	RequiresApproval bool `json:"requiresApproval,omitempty"`
 }
 
 // Info is the scheduling of a tool under p.
 func (p ToolPolicy) Info(name string) ToolInfo {
-	info := ToolInfo{Name: name, Timeout: p.Timeout, Attempts: 1}
+	info := ToolInfo{Name: name, Timeout: p.Timeout, Attempts: 1, RequiresApproval: p.RequiresApproval}
 	if info.Timeout <= 0 {
 		info.Timeout = 30 * time.Second
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ctxflow/ctxflow/convo"
 )
@@ -33,6 +34,60 @@ type SessionConfig struct {
 	MaxRewriteAttempts int     `json:"maxRewriteAttempts"`
 	GradePassThreshold float64 `json:"gradePassThreshold"`
 	MaxSteps           int     `json:"maxSteps"`
+	// ApproveTools are glob patterns of tool names ("run_sql",
+	// "mcp:filesystem/*") whose calls wait for a person's approval;
+	// ApprovalTimeout (a Go duration, "" for none) rejects a call not
+	// decided in time.
+	ApproveTools    ToolPatterns `json:"approveTools,omitempty"`
+	ApprovalTimeout string       `json:"approvalTimeout,omitempty"`
+}
+
+// ToolPatterns are glob patterns of tool names, a JSON array of strings
+// (held as one newline-separated string, so that a config stays
+// comparable).
+type ToolPatterns string
+
+// NewToolPatterns returns the patterns as ToolPatterns.
+func NewToolPatterns(patterns ...string) ToolPatterns {
+	return ToolPatterns(strings.Join(patterns, "\n"))
+}
+
+// List returns the patterns.
+func (p ToolPatterns) List() []string {
+	if p == "" {
+		return nil
+	}
+	return strings.Split(string(p), "\n")
+}
+
+// MarshalJSON writes the patterns as an array.
+func (p ToolPatterns) MarshalJSON() ([]byte, error) {
+	l := p.List()
+	if l == nil {
+		l = []string{}
+	}
+	return json.Marshal(l)
+}
+
+// UnmarshalJSON reads an array of patterns (null for none).
+func (p *ToolPatterns) UnmarshalJSON(b []byte) error {
+	var l []string
+	if err := json.Unmarshal(b, &l); err != nil {
+		return fmt.Errorf("approveTools: want an array of strings: %w", err)
+	}
+	for _, s := range l {
+		if s == "" || strings.ContainsAny(s, "\n\r") {
+			return fmt.Errorf("approveTools: pattern %q is empty or has a line break", clip(s, 40))
+		}
+	}
+	*p = NewToolPatterns(l...)
+	return nil
+}
+
+// ApprovalWait is the parsed ApprovalTimeout (0 for none).
+func (c SessionConfig) ApprovalWait() time.Duration {
+	d, _ := time.ParseDuration(c.ApprovalTimeout)
+	return d
 }
 
 // DefaultSessionConfig returns the defaults of DESIGN.md §8.
@@ -106,6 +161,13 @@ func (c SessionConfig) Validate() error {
 	check(c.MaxRewriteAttempts >= 0 && c.MaxRewriteAttempts <= 10, "maxRewriteAttempts %d out of range [0, 10]", c.MaxRewriteAttempts)
 	check(c.GradePassThreshold >= 0 && c.GradePassThreshold <= 1, "gradePassThreshold %g out of range [0, 1]", c.GradePassThreshold)
 	check(c.MaxSteps >= 1 && c.MaxSteps <= 200, "maxSteps %d out of range [1, 200]", c.MaxSteps)
+	if err := ValidateApproveTools(c.ApproveTools.List()); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ApprovalTimeout != "" {
+		d, err := time.ParseDuration(c.ApprovalTimeout)
+		check(err == nil && d >= time.Second && d <= 90*24*time.Hour, "approvalTimeout %q is not a duration in [1s, 2160h]", clip(c.ApprovalTimeout, 40))
+	}
 	return errors.Join(errs...)
 }
 

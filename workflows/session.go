@@ -681,6 +681,9 @@ func (s *session) publish(ctx workflow.Context) error {
 	if status == StatusIdle && s.st.Task != nil && s.st.Task.Status == TaskPaused {
 		status = StatusPaused
 	}
+	if status == StatusIdle && s.st.Task != nil && s.st.Task.Status == TaskAwaiting {
+		status = TaskAwaiting
+	}
 	updates := []temporal.SearchAttributeUpdate{
 		SAttrTenant.ValueSet(s.key.Tenant),
 		SAttrStatus.ValueSet(status),
@@ -758,6 +761,7 @@ func (s *session) taskEvent(ev TaskEvent) {
 	s.events = append(s.events, ev)
 	if s.st.Task != nil && s.st.Task.TaskID == ev.TaskID {
 		s.st.Task.Status, s.st.Task.Step, s.st.Task.Pauses = ev.State.Status, ev.State.Step, ev.State.Pauses
+		s.st.Task.Pending = ev.State.Pending
 	}
 	s.st.Facts.Merge(ev.State.Facts)
 }

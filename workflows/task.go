@@ -30,7 +30,7 @@ const (
 	TaskCanceled = "canceled"
 )
 
-// Task result types (a turn's type too).
+// Task result types (a turn's type too; TypeApproval too).
 const (
 	TypePause  = "pause"
 	TypeFinish = "finish"
@@ -61,6 +61,11 @@ type TaskInput struct {
 	// (MESSAGE_COMPRESS_RECENT_WINDOW, MESSAGE_COMPRESS_MAX_LENGTH are the
 	// worker's).
 	RecentMessages int `json:"recentMessages,omitempty"`
+	// ApproveTools are glob patterns of tool names whose calls wait for
+	// approval (the session's approveTools); ApprovalTimeout, when set,
+	// rejects a call not decided in time.
+	ApproveTools    []string      `json:"approveTools,omitempty"`
+	ApprovalTimeout time.Duration `json:"approvalTimeout,omitempty"`
 }
 
 // TaskState is a task's state: the state query, the events and the result.
@@ -88,6 +93,8 @@ type TaskState struct {
 	Leaf           string                 `json:"leaf"`
 	RunningSummary *activities.SummaryRef `json:"runningSummary,omitempty"`
 	UpdatedAt      time.Time              `json:"updatedAt"`
+	// Pending are the calls waiting for approval.
+	Pending []PendingCall `json:"pending,omitempty"`
 }
 
 // TaskEvent is what a task tells its session.
@@ -140,6 +147,10 @@ type task struct {
 	// toolsID names the record of the task's remote (MCP) tools ("" for
 	// none).
 	toolsID string
+	// decided are the decisions on calls at the approval gate, by call
+	// id; rounds counts the times the task waited for approval.
+	decided map[string]ApprovalDecision
+	rounds  int
 }
 
 func (t *task) setup(ctx workflow.Context) error {
@@ -155,6 +166,9 @@ func (t *task) setup(ctx workflow.Context) error {
 		},
 	}); err != nil {
 		return fmt.Errorf("set continue update: %w", err)
+	}
+	if err := t.setupApproval(ctx); err != nil {
+		return fmt.Errorf("set approval update: %w", err)
 	}
 	cont := workflow.GetSignalChannel(ctx, SignalContinue)
 	cancel := workflow.GetSignalChannel(ctx, SignalCancel)
@@ -286,7 +300,27 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 		t.record(activities.StepRecord{N: t.st.Step, Observation: "json_parse_error: " + th.ParseError})
 		return false, nil
 	}
+	decisions, err := t.approve(ctx, th)
+	if err != nil || t.canceled {
+		return false, err
+	}
 	for _, c := range th.Calls {
+		d, gated := decisions[c.ID]
+		if gated && d.Decision == DecisionReject {
+			obs := rejection(d)
+			if err := workflow.ExecuteLocalActivity(t.localCtx(ctx, "record the rejection"), agent.RecordToolError,
+				activities.RecordToolErrorInput{Task: t.key, CallID: c.ID, Error: obs, Observation: obs, ParentID: t.st.Leaf}).Get(ctx, nil); err != nil {
+				return false, err
+			}
+			t.st.Leaf = c.ID + ".r"
+			t.record(activities.StepRecord{N: t.st.Step, Tool: c.Name, Args: c.Args, Observation: "error: " + clip(obs, 150)})
+			continue
+		}
+		var edited []byte
+		if gated && d.Decision == DecisionEdit {
+			edited = d.Arguments
+			c.Args = clip(string(edited), 200)
+		}
 		info, ok := t.catalog[c.Name]
 		if !ok { // unknown: the activity answers with an error observation
 			info = activities.ToolInfo{Name: c.Name, Timeout: 30 * time.Second, Attempts: 1}
@@ -294,7 +328,7 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 		var out activities.CallToolResult
 		err := workflow.ExecuteActivity(t.actx(ctx, fmt.Sprintf("step %d: %s", t.st.Step, c.Name), info.Timeout, info.Attempts), agent.CallTool,
 			activities.CallToolInput{Task: t.key, CallID: c.ID, Window: t.window(), SummaryConfig: t.summaryConfig(), SummaryID: t.summaryID(), ToolsID: t.toolsID,
-				ParentID: t.st.Leaf}).Get(ctx, &out)
+				ParentID: t.st.Leaf, Args: edited}).Get(ctx, &out)
 		if err != nil {
 			// The tool failed after its retries: an observation too, and the
 			// transcript keeps the call answered.

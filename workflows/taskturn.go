@@ -3,6 +3,8 @@ package workflows
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -46,6 +48,9 @@ func (s *session) runTask(ctx workflow.Context, req TurnRequest, cfg SessionConf
 	case TypePause:
 		gen.Answer = st.Summary
 		s.st.Task.Summary = clip(st.Summary, 2000)
+	case TypeApproval:
+		res.Pending, s.st.Task.Pending = st.Pending, st.Pending
+		gen.Answer = approvalText(st.Pending)
 	default:
 		gen.Answer = fmt.Sprintf("The task stopped: %s.", st.Error)
 	}
@@ -69,7 +74,7 @@ func (s *session) startTask(ctx workflow.Context, req TurnRequest, cfg SessionCo
 	child := workflow.ExecuteChildWorkflow(cctx, TaskWorkflowName, TaskInput{
 		Tenant: s.key.Tenant, SessionID: s.key.SessionID, TaskID: req.TurnID, Goal: req.Question, MaxSteps: maxSteps,
 		Model: cfg.LLMModel, Facts: s.st.Facts, Notify: workflow.GetInfo(ctx).WorkflowExecution.ID, Limits: s.limits,
-		RecentMessages: s.limits.TaskRecentMessages,
+		RecentMessages: s.limits.TaskRecentMessages, ApproveTools: cfg.ApproveTools.List(), ApprovalTimeout: cfg.ApprovalWait(),
 	})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		return TaskEvent{TaskID: req.TurnID}, fmt.Errorf("start task %s: %w", req.TurnID, err)
@@ -82,6 +87,9 @@ func (s *session) startTask(ctx workflow.Context, req TurnRequest, cfg SessionCo
 // event.
 func (s *session) resumeTask(ctx workflow.Context) (TaskEvent, error) {
 	t := *s.st.Task
+	// Approval events no turn took (the task waited again after a
+	// decision) predate this continue: the next event is the answer.
+	s.events = slices.DeleteFunc(s.events, func(e TaskEvent) bool { return e.TaskID == t.TaskID && e.Type == TypeApproval })
 	err := workflow.SignalExternalWorkflow(ctx, t.WorkflowID, "", SignalContinue, nil).Get(ctx, nil)
 	if err != nil {
 		// The task ended after it paused (a cancel whose event is still on
@@ -109,4 +117,17 @@ func (s *session) awaitEvent(ctx workflow.Context, taskID string, pauses int) (T
 		return false
 	})
 	return ev, err
+}
+
+// approvalText is the answer of a turn whose task waits for approval.
+func approvalText(pending []PendingCall) string {
+	var b strings.Builder
+	b.WriteString("The task waits for approval of:")
+	for _, p := range pending {
+		b.WriteString("\n- " + p.Tool + " " + p.Arguments + " (call " + p.CallID + ")")
+		if p.Reason != "" {
+			b.WriteString(": " + clip(p.Reason, 200))
+		}
+	}
+	return b.String()
 }

@@ -191,6 +191,8 @@ type TurnResult struct {
 	// (the last steps; GET .../tasks/{taskId} has them all).
 	Type string     `json:"type,omitempty"`
 	Task *TaskState `json:"task,omitempty"`
+	// Pending are the calls a task of type approval waits on.
+	Pending []PendingCall `json:"pending,omitempty"`
 	// MessageIDs are the transcript ids of the user and assistant messages.
 	UserMessageID      string `json:"userMessageId,omitempty"`
 	AssistantMessageID string `json:"assistantMessageId,omitempty"`
@@ -331,6 +333,8 @@ type TaskRef struct {
 	Summary string `json:"summary,omitempty"`
 	// Pauses counts the pauses so far.
 	Pauses int `json:"pauses"`
+	// Pending are the calls waiting for approval.
+	Pending []PendingCall `json:"pending,omitempty"`
 }
 
 // Info returns the session info attached to a turn result.
