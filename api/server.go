@@ -174,6 +174,7 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/sessions/:id/tasks", s.postTask)
 	v1.GET("/sessions/:id/tasks/:taskId", s.getTask)
 	v1.DELETE("/sessions/:id/tasks/:taskId", s.deleteTask)
+	v1.POST("/sessions/:id/tasks/:taskId/approvals/:callId", s.postApproval)
 	v1.POST("/rag/corrective", s.postCorrective)
 	v1.POST("/documents", s.postDocument)
 	v1.GET("/documents/:id", s.getDocument)

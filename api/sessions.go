@@ -213,6 +213,7 @@ type sessionSummary struct {
 
 var validStatus = map[string]bool{
 	workflows.StatusIdle: true, workflows.StatusRunning: true, workflows.StatusPaused: true, workflows.StatusClosed: true,
+	workflows.TaskAwaiting: true,
 }
 
 func (s *Server) listSessions(c *gin.Context) {
@@ -225,7 +226,7 @@ func (s *Server) listSessions(c *gin.Context) {
 		workflows.SessionWorkflowName, t, workflows.StatusDeleted)
 	if st := c.Query("status"); st != "" {
 		if !validStatus[st] {
-			writeError(c, errInvalid("status %q: want idle, running, paused or closed", st))
+			writeError(c, errInvalid("status %q: want idle, running, paused, awaiting_approval or closed", st))
 			return
 		}
 		query += fmt.Sprintf(" AND CtxStatus = '%s'", st)

@@ -188,8 +188,8 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 				continue
 			}
 			end := 2*sent + 1
-			if res.Type == workflows.TypePause {
-				emit("pause", end, res)
+			if res.Type == workflows.TypePause || res.Type == workflows.TypeApproval {
+				emit(res.Type, end, res)
 			}
 			if res.Status != workflows.TurnCompleted {
 				emit("error", end+1, gin.H{"error": gin.H{"code": cmpOr(res.ErrorCode, activities.CodeUnavailable), "message": res.Error}})

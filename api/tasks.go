@@ -2,12 +2,14 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/workflows"
@@ -98,6 +100,8 @@ func taskType(status string) string {
 	switch status {
 	case workflows.TaskPaused:
 		return workflows.TypePause
+	case workflows.TaskAwaiting:
+		return workflows.TypeApproval
 	case workflows.TaskFinished:
 		return workflows.TypeFinish
 	case workflows.TaskFailed, workflows.TaskCanceled:
@@ -146,4 +150,77 @@ func (s *Server) deleteTask(c *gin.Context) {
 	// Not ended within cancelWait (or its result unreadable): the cancel
 	// is delivered and the task ends at its next step boundary.
 	c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "taskId": id, "status": "canceling"})
+}
+
+// approvalRequest is POST /v1/sessions/{id}/tasks/{taskId}/approvals/{callId}.
+type approvalRequest struct {
+	Decision  string          `json:"decision"`
+	Arguments json.RawMessage `json:"arguments"`
+	Message   string          `json:"message"`
+}
+
+// approvalWait bounds how long a decision waits for the task's next stop.
+const approvalWait = 2 * time.Minute
+
+// postApproval decides a call waiting at the approval gate: an update of
+// the task, whose validator refuses an unknown call (404), a call decided
+// otherwise (409) and a bad decision (400). The last decision of a step
+// answers at the task's next stop (its answer, a pause, another approval);
+// 202 when that takes longer than approvalWait.
+func (s *Server) postApproval(c *gin.Context) {
+	ref, err := sessionOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	id, wid, err := taskOf(c, ref)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	callID := c.Param("callId")
+	if err := workflows.ValidateID("callId", callID); err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	var body approvalRequest
+	if err := bindJSON(c, &body, false); err != nil {
+		writeError(c, err)
+		return
+	}
+	d := workflows.ApprovalDecision{CallID: callID, Decision: body.Decision, Arguments: body.Arguments, Message: body.Message}
+	if string(d.Arguments) == "null" {
+		d.Arguments = nil
+	}
+	if err := d.Validate(); err != nil {
+		writeError(c, errInvalid("%s", err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), approvalWait)
+	defer cancel()
+	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: wid, UpdateName: workflows.UpdateApproval, Args: []any{d},
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	var st workflows.TaskState
+	if err == nil {
+		err = h.Get(ctx, &st)
+	}
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		// Ended, or never was: say which.
+		if _, derr := s.c.DescribeWorkflowExecution(c.Request.Context(), wid, ""); derr == nil {
+			writeError(c, errConflict("task %s has ended: its calls can no longer be decided", id))
+			return
+		}
+		writeError(c, errNotFound("task %s not found", id))
+	case err == nil:
+		c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "taskId": id, "callId": callID, "decision": d.Decision,
+			"type": taskType(st.Status), "task": st})
+	case ctx.Err() != nil && c.Request.Context().Err() == nil:
+		c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "taskId": id, "callId": callID, "decision": d.Decision, "status": "accepted"})
+	default:
+		writeError(c, fromTemporal("task "+id, err))
+	}
 }

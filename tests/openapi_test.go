@@ -347,6 +347,26 @@ func TestOpenAPIMatchesRealAnswers(t *testing.T) {
 	c.do(specCall{method: "POST", path: "/v1/sessions/shop2/continue?wait=true", body: `{"turnId": "c2"}`, want: 200})
 	c.do(specCall{method: "GET", path: "/v1/sessions/shop2/tasks/k2", want: 200})
 
+	// The approval gate (issue 25, item 1): every tool of shop3 waits for
+	// approval; a rejected call is an observation and the task goes on.
+	c.do(specCall{method: "POST", path: "/v1/sessions", body: `{"sessionId": "shop3", "config": {"maxSteps": 2, "approveTools": ["*"], "approvalTimeout": "1h"}}`, want: 201})
+	_, gated := c.do(specCall{method: "POST", path: "/v1/sessions/shop3/tasks?wait=true", body: `{"goal": "How many orders are there?", "taskId": "k3"}`, want: 200})
+	var gate struct {
+		Type    string `json:"type"`
+		Pending []struct {
+			CallID string `json:"callId"`
+		} `json:"pending"`
+	}
+	if err := json.Unmarshal(gated, &gate); err != nil || gate.Type != "approval" || len(gate.Pending) == 0 {
+		t.Fatalf("task k3 did not wait for approval: %v %s", err, tail(string(gated), 1000))
+	}
+	approvals := "/v1/sessions/shop3/tasks/k3/approvals/"
+	c.do(specCall{method: "GET", path: "/v1/sessions/shop3/tasks/k3", want: 200})
+	c.do(specCall{method: "POST", path: approvals + "nope", body: `{"decision": "approve"}`, want: 404})
+	c.do(specCall{method: "POST", path: approvals + gate.Pending[0].CallID, body: `{"decision": "maybe"}`, want: 400, bad: true})
+	c.do(specCall{method: "POST", path: approvals + gate.Pending[0].CallID, body: `{"decision": "reject", "message": "not now"}`, want: 200})
+	c.do(specCall{method: "POST", path: approvals + gate.Pending[0].CallID, body: `{"decision": "approve"}`, want: 409})
+
 	// The corrective query.
 	c.do(specCall{method: "POST", path: "/v1/rag/corrective", body: `{"query": "How do I run ctxflow?", "topK": 3}`, want: 200})
 	c.do(specCall{method: "POST", path: "/v1/rag/corrective", body: `{"query": ""}`, want: 400, bad: true})
