@@ -192,12 +192,15 @@ func askAgain(x string, history []convo.Message, depth int) string {
 		return ""
 	}
 	p := strings.TrimSpace(history[i].Content)
-	if r := rewrite(p, history[:i], depth-1); r.Changed && (r.Trigger == "alternative" || strings.HasPrefix(r.Trigger, "pronoun:")) {
-		// The earlier question resolved ("它的屏幕多大？" → "华为Mate60的屏幕多大？"),
-		// not merely completed with a topic in brackets.
-		p = strings.TrimSpace(r.Query)
+	resolved := false
+	if r := rewrite(p, history[:i], depth-1); r.Changed && (r.Trigger == "alternative" || strings.HasPrefix(r.Trigger, "pronoun:") ||
+		strings.HasPrefix(r.Trigger, "detail:") && isChinese(p)) {
+		// The earlier question resolved ("它的屏幕多大？" → "华为Mate60的屏幕多大？",
+		// "屏幕呢？" → "华为Mate60的屏幕呢？"), not merely completed with a topic
+		// in brackets.
+		p, resolved = strings.TrimSpace(r.Query), true
 	}
-	if p == "" || alternative(p) != "" || containsFold(p, x) {
+	if p == "" || !resolved && alternative(p) != "" || containsFold(p, x) {
 		return ""
 	}
 	if timeWord(x) != "" {
@@ -641,6 +644,9 @@ func isShort(q string) bool {
 	return words > 0 && words <= 3
 }
 
+// zhWhich is an interrogative determiner before a noun: "哪款手机", "哪些城市".
+var zhWhich = regexp.MustCompile(`(哪款|哪个|哪些|哪种|哪台|哪部|哪家|哪一款|哪一个)\p{Han}{2}`)
+
 // selfContained reports whether q names its own subject: a product or a
 // name, a Chinese noun phrase of 3 or more runes (2 in a short question,
 // where it is the whole question: "重庆"), a Latin word in Chinese text
@@ -663,6 +669,9 @@ func selfContained(q string, short bool) bool {
 	zh := isChinese(q)
 	if zh && short && hasSubject(q) {
 		return true
+	}
+	if zh && zhWhich.MatchString(q) {
+		return true // "哪款手机可以打卫星电话？" asks which; it refers to nothing before
 	}
 	content := 0
 	for _, t := range scan(q) {

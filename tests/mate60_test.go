@@ -131,6 +131,26 @@ func TestMate60Conversation(t *testing.T) {
 	quotes(water, "IP68")
 	lacks(water, "卫星通话", "知识库中没有")
 
+	// Rewriting: a follow-up carries the conversation's product, never the
+	// engine's own words (知识库摘录 was taken for the topic); another
+	// product's 呢 asks again about it; a self-contained question stays.
+	screen := ask("t9", "屏幕呢？")
+	if q := screen.turn.RewrittenQuery; !strings.Contains(q, "Mate60") || strings.Contains(q, "知识库") || strings.Contains(screen.turn.Topic, "知识库") {
+		t.Errorf("屏幕呢？ rewritten %q, topic %q", q, screen.turn.Topic)
+	}
+	other := ask("t10", "iPhone 15呢？")
+	if q := other.turn.RewrittenQuery; !strings.Contains(q, "iPhone 15") || q == "iPhone 15呢？" {
+		t.Errorf("iPhone 15呢？ rewritten %q", q)
+	}
+	self, _, err := s.turn(ctx, "mate60", "t11", "What is ctxflow?")
+	if err != nil || (self.RewrittenQuery != "" && self.RewrittenQuery != "What is ctxflow?") {
+		t.Errorf("What is ctxflow? rewritten %q (%v)", self.RewrittenQuery, err)
+	}
+	// Segmented keywords: 卫星电话 meets the page's 卫星通话.
+	satellite := ask("t12", "哪款手机可以打卫星电话？")
+	quotes(satellite, "卫星通话")
+	lacks(satellite, "知识库中没有")
+
 	// The relevance filter's verdicts bind.
 	dropped := 0
 	for _, a := range answers {
