@@ -76,6 +76,9 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	lexical.LoadSegmenter()
+	log.Debug("Chinese dictionary loaded", "took", time.Since(start))
 	store, err := openTranscripts(ctx, cfg, log)
 	if err != nil {
 		return nil, err
