@@ -107,13 +107,7 @@ func RequestTokens(tok Tokenizer, msgs []ModelMessage) int {
 	tok = orEstimate(tok)
 	n := ReplyPrimingTokens
 	for _, m := range msgs {
-		n += MessageOverheadTokens + tok.Count(m.Role) + tok.Count(m.Content)
-		for _, c := range m.ToolCalls {
-			n += ToolFieldOverheadTokens + tok.Count(c.ID) + tok.Count(c.Name) + tok.Count(string(c.Args))
-		}
-		if m.ToolCallID != "" {
-			n += ToolFieldOverheadTokens + tok.Count(m.ToolCallID)
-		}
+		n += messageCost(tok, m.Role, m.Content, m.ToolCalls, m.ToolCallID != "", m.ToolCallID)
 	}
 	return n
 }

@@ -36,13 +36,25 @@ func (v View) Tokens(tok Tokenizer, m Message) int {
 	if m.Role == RoleSummary {
 		return 0
 	}
-	tok = orEstimate(tok)
-	n := MessageOverheadTokens + tok.Count(ModelRole(m.Role)) + tok.Count(v.Content(m))
+	var calls []ToolCall
 	if m.Role == RoleToolCall && m.ToolCall != nil {
-		n += ToolFieldOverheadTokens + tok.Count(m.ToolCall.ID) + tok.Count(m.ToolCall.Name) + tok.Count(string(m.ToolCall.Args))
+		calls = []ToolCall{*m.ToolCall}
 	}
-	if m.Role == RoleToolResult {
-		n += ToolFieldOverheadTokens + tok.Count(m.ToolCallID)
+	return messageCost(orEstimate(tok), ModelRole(m.Role), v.Content(m), calls, m.Role == RoleToolResult, m.ToolCallID)
+}
+
+// messageCost is one message's cost as the model sees it: its frame, role
+// and content, each of its tool calls' id, name and arguments, and for a
+// tool result the id of its call. [View.Tokens] (a stored message) and
+// [RequestTokens] (a message as sent) both count with it, so that a
+// calibration compares like with like.
+func messageCost(tok Tokenizer, role, content string, calls []ToolCall, result bool, callID string) int {
+	n := MessageOverheadTokens + tok.Count(role) + tok.Count(content)
+	for _, c := range calls {
+		n += ToolFieldOverheadTokens + tok.Count(c.ID) + tok.Count(c.Name) + tok.Count(string(c.Args))
+	}
+	if result {
+		n += ToolFieldOverheadTokens + tok.Count(callID)
 	}
 	return n
 }

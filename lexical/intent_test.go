@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -74,17 +75,8 @@ func TestIntentsProperties(t *testing.T) {
 		q := rapid.String().Draw(t, "question")
 		recent := rapid.SliceOfN(rapid.SampledFrom(c.Names()), 0, 5).Draw(t, "recent")
 		got, p := c.Guess(q, recent)
-		if !slicesContains(c.Names(), got) || p <= 0 || p > 1 {
+		if !slices.Contains(c.Names(), got) || p <= 0 || p > 1 {
 			t.Fatalf("Classify(%q) = %q, %v", q, got, p)
 		}
 	})
-}
-
-func slicesContains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
