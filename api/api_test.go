@@ -1366,3 +1366,37 @@ func TestCreateSessionChecksTheModelsContext(t *testing.T) {
 		t.Errorf("a window that fits: %d %s, %d starts", w.Code, w.Body, started)
 	}
 }
+
+// A turn sent while the session's last workflow task failed (a worker was
+// killed mid-task) is sent again, under the same update id, until a worker
+// takes the task again; what never recovers within the wait is a 503.
+func TestTurnWaitsForAFailedWorkflowTask(t *testing.T) {
+	notReady := serviceerror.NewWorkflowNotReady("Unable to perform workflow execution update due to Workflow Task in failed state.")
+	f := newFake(t)
+	calls := 0
+	got := recordUpdate(t, f, func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+		if opts.UpdateOptions.UpdateID == "" {
+			t.Error("a turn update without an id cannot be sent again")
+		}
+		if calls++; calls <= 2 {
+			return nil, notReady
+		}
+		res := workflows.TurnResult{TurnID: "t-1", Status: workflows.TurnCompleted, Answer: "ok"}
+		return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, res)}, nil
+	})
+	w := do(server(f), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"hi","turnId":"t-1"}`)
+	if w.Code != http.StatusOK || len(*got) != 3 {
+		t.Fatalf("status %d after %d updates, want 200 after 3; body %s", w.Code, len(*got), w.Body)
+	}
+	if (*got)[0].UpdateOptions.UpdateID != (*got)[2].UpdateOptions.UpdateID {
+		t.Errorf("update ids %q then %q: the same turn must be the same update", (*got)[0].UpdateOptions.UpdateID, (*got)[2].UpdateOptions.UpdateID)
+	}
+
+	f = newFake(t)
+	recordUpdate(t, f, func(client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) { return nil, notReady })
+	opts := options()
+	opts.TurnWaitTimeout = 300 * time.Millisecond
+	wantError(t, do(api.New(f, opts).Handler(), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"hi","turnId":"t-2"}`), http.StatusServiceUnavailable, "unavailable")
+	f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) { return nil, notReady }
+	wantError(t, do(server(f), http.MethodGet, "/v1/sessions/s1", ""), http.StatusServiceUnavailable, "unavailable")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
@@ -100,6 +101,7 @@ func fromTemporal(what string, err error) *apiError {
 		unavail   *serviceerror.Unavailable
 		deadline  *serviceerror.DeadlineExceeded
 		queryFail *serviceerror.QueryFailed
+		notReady  *serviceerror.WorkflowNotReady
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -112,7 +114,7 @@ func fromTemporal(what string, err error) *apiError {
 		return errInvalid("%s: %s", what, invalid.Message)
 	case errors.As(err, &queryFail):
 		return errNotFound("%s: %s", what, queryFail.Message)
-	case errors.As(err, &exhausted), errors.As(err, &unavail), errors.As(err, &deadline),
+	case errors.As(err, &exhausted), errors.As(err, &unavail), errors.As(err, &deadline), errors.As(err, &notReady),
 		errors.Is(err, context.DeadlineExceeded):
 		return errUnavailable("%s: %v", what, err)
 	}
@@ -121,6 +123,29 @@ func fromTemporal(what string, err error) *apiError {
 		return errCode(code, "%s", msg)
 	}
 	return errInternal("%s: %v", what, err)
+}
+
+// whileNotReady runs send, an update of a fixed update id, again while the
+// server answers that the workflow cannot take it yet: its last workflow
+// task failed or timed out (a worker was killed mid-task), and updates are
+// refused until a worker completes the task again. The update id makes
+// every attempt the same update, so the caller sees a slower answer, not a
+// failure; what is still not ready when ctx ends is answered as 503.
+func whileNotReady(ctx context.Context, send func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := send()
+		var notReady *serviceerror.WorkflowNotReady
+		if !errors.As(err, &notReady) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 func writeError(c *gin.Context, err error) {

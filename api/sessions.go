@@ -445,17 +445,20 @@ func (s *Server) deleteSession(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), closeWait)
 	defer cancel()
-	op := s.c.NewWithStartWorkflowOperation(s.startOptions(ref, "", s.opts.Defaults), workflows.SessionWorkflowName, in)
-	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName: workflows.UpdateClose, Args: []any{workflows.CloseRequest{Delete: true}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+	err = whileNotReady(ctx, func() error { // closing twice is closing once
+		op := s.c.NewWithStartWorkflowOperation(s.startOptions(ref, "", s.opts.Defaults), workflows.SessionWorkflowName, in)
+		h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateName: workflows.UpdateClose, Args: []any{workflows.CloseRequest{Delete: true}},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		return err
 	})
-	if err == nil {
-		err = h.Get(ctx, nil)
-	}
 	switch {
 	case err == nil:
 		c.Status(http.StatusNoContent)
@@ -567,17 +570,21 @@ func waitParam(c *gin.Context) (bool, error) {
 // result polled): a burst queues, it does not fail.
 func (s *Server) sendTurn(ctx context.Context, ref sessionRef, update string, req workflows.TurnRequest, opts client.StartWorkflowOptions, in workflows.SessionInput) (workflows.TurnResult, error) {
 	var res workflows.TurnResult
-	op := s.c.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflowName, in)
-	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID: workflows.TurnUpdateID(update, req), UpdateName: update, Args: []any{req},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+	err := whileNotReady(ctx, func() error {
+		res = workflows.TurnResult{}
+		op := s.c.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflowName, in)
+		h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateID: workflows.TurnUpdateID(update, req), UpdateName: update, Args: []any{req},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		return err
 	})
-	if err == nil {
-		err = h.Get(ctx, &res)
-	}
 	var exhausted *serviceerror.ResourceExhausted
 	if errors.As(err, &exhausted) {
 		s.log.Info("update limit reached, queueing turn as a signal", "session", ref.id, "turn", req.TurnID)

@@ -198,14 +198,17 @@ func (s *Server) postApproval(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), approvalWait)
 	defer cancel()
-	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: wid, UpdateName: workflows.UpdateApproval, Args: []any{d},
-		WaitForStage: client.WorkflowUpdateStageAccepted,
-	})
 	var st workflows.TaskState
-	if err == nil {
-		err = h.Get(ctx, &st)
-	}
+	err = whileNotReady(ctx, func() error { // the same decision again is the same decision
+		h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: wid, UpdateName: workflows.UpdateApproval, Args: []any{d},
+			WaitForStage: client.WorkflowUpdateStageAccepted,
+		})
+		if err == nil {
+			err = h.Get(ctx, &st)
+		}
+		return err
+	})
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):

@@ -277,11 +277,13 @@ func (s apiClient) doHeader(ctx context.Context, method, path string, body, out 
 }
 
 // turn posts a turn with ?wait=true, retrying with the same turn id on
-// transport errors and 5xx answers, as a careful client would.
+// transport errors and 5xx answers with a growing pause, as a careful
+// client would.
 // It returns why it retried.
 func (s apiClient) turn(ctx context.Context, session, turnID, question string) (workflows.TurnResult, []string, error) {
 	var res workflows.TurnResult
 	var retries []string
+	pause := 200 * time.Millisecond
 	for {
 		res = workflows.TurnResult{}
 		code, err := s.do(ctx, http.MethodPost, "/v1/sessions/"+session+"/turns?wait=true",
@@ -296,7 +298,8 @@ func (s apiClient) turn(ctx context.Context, session, turnID, question string) (
 		if os.Getenv("CTXFLOW_E2E_WORKER_LOG_LEVEL") != "" {
 			fmt.Fprintf(os.Stderr, "%s retry %s/%s: %v\n", time.Now().Format("15:04:05.000"), session, turnID, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 2*time.Second)
 	}
 }
 
