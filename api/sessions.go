@@ -752,7 +752,7 @@ func (s *Server) fitsModel(ctx context.Context, cfg workflows.SessionConfig) err
 	}
 	answer := cmp.Or(s.opts.Limits.LLMMaxTokens, workflows.DefaultLimits().LLMMaxTokens)
 	if need := cfg.MaxTokens + answer; need > n {
-		return errInvalid("the window (maxTokens %d) and the answer (LLM_MAX_TOKENS %d) need %d tokens, over the %d-token context %s is served with: lower maxTokens, or raise CTXFLOW_OLLAMA_NUM_CTX (up to the model's own context length)",
+		return errInvalid("the window (maxTokens %d) and the answer (LLM_MAX_TOKENS %d) need %d tokens, over the %d-token context %s is served with: lower maxTokens, or serve the model with a longer context (Ollama: CTXFLOW_OLLAMA_NUM_CTX, up to the model's own; an OpenAI-compatible server: its own setting, then CTXFLOW_OPENAI_CONTEXT_LENGTH)",
 			cfg.MaxTokens, answer, need, n, cfg.LLMModel)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -63,6 +64,47 @@ func TestSessionTurnWithRealOllama(t *testing.T) {
 	}
 	if st.TokenRatio[o.Model] <= 0 || st.Turns != 3 {
 		t.Errorf("state: turns %d, token ratio %v", st.Turns, st.TokenRatio)
+	}
+}
+
+// TestSessionWithRealOpenAICompatible runs sessions through the real
+// server's OpenAI-compatible API (/v1), where no request can ask for a
+// context: the model is served with one that holds the window
+// (a Modelfile's num_ctx here; vLLM's --max-model-len, llama.cpp's -c),
+// CTXFLOW_OPENAI_CONTEXT_LENGTH tells ctxflow, a session that cannot fit it
+// is refused when it is created, and a long question arrives whole.
+func TestSessionWithRealOpenAICompatible(t *testing.T) {
+	if ok, why := ollamatest.Wanted(); !ok {
+		t.Skip(why)
+	}
+	o := ollamatest.Start(t)
+	model := ollamatest.ModelName + "-long"
+	if err := o.CreateModel(model, fmt.Sprintf("PARAMETER num_ctx %d", ollamatest.ContextLength)); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, stackOptions{extraEnv: []string{
+		"CTXFLOW_MODEL_PROVIDER=openai", "CTXFLOW_OPENAI_BASE_URL=" + o.URL + "/v1", "CTXFLOW_LLM_MODEL=" + model,
+		fmt.Sprintf("CTXFLOW_OPENAI_CONTEXT_LENGTH=%d", ollamatest.ContextLength), "LLM_MAX_TOKENS=64",
+	}})
+	s.startWorker()
+	ctx := t.Context()
+	code, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{
+		"sessionId": "too-wide", "config": map[string]any{"maxTokens": ollamatest.ContextLength},
+	}, nil)
+	if code != http.StatusBadRequest || err == nil || !strings.Contains(err.Error(), "CTXFLOW_OPENAI_CONTEXT_LENGTH") {
+		t.Errorf("a window as wide as the context: %d %v, want 400 naming CTXFLOW_OPENAI_CONTEXT_LENGTH", code, err)
+	}
+	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{
+		"sessionId": "v1", "config": map[string]any{"maxTokens": ollamatest.ContextLength - 64},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	long, _, err := s.turn(ctx, "v1", "o0", strings.Repeat("a question longer than the default context ", 30))
+	if err != nil || long.Status != workflows.TurnCompleted || long.Engine != "openai" || long.Model != model {
+		t.Fatalf("long turn: %v %+v\n%s", err, long, s.workerLogs())
+	}
+	if n := num(long.Steps[1].Details["promptTokens"]); n <= ollamatest.ServerDefaultContext {
+		t.Errorf("long question: the server counted %v prompt tokens, cut to its default %d", n, ollamatest.ServerDefaultContext)
 	}
 }
 

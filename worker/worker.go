@@ -352,6 +352,19 @@ func OllamaClient(cfg config.Config) (*ollama.Client, error) {
 	return client, nil
 }
 
+// OpenAIClient is the adapter of the OpenAI-compatible server as cfg
+// configures it (provider "openai").
+func OpenAIClient(cfg config.Config, log *slog.Logger) (*openai.Client, error) {
+	client, err := openai.New(openai.Config{
+		BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Logger: log,
+		ContextLength: cfg.OpenAIContextLength,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
+	}
+	return client, nil
+}
+
 // pull downloads model to the server, logging its progress at most every
 // 10% of each layer (and each new status).
 func pull(ctx context.Context, client *ollama.Client, model string, log *slog.Logger) error {
@@ -378,12 +391,13 @@ func pull(ctx context.Context, client *ollama.Client, model string, log *slog.Lo
 // "openai"). As provider "ollama", it is not asked anything at start-up:
 // its first call says what is wrong.
 func openAIModel(cfg config.Config, log *slog.Logger) (activities.ChatModel, string, error) {
-	client, err := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Logger: log})
+	client, err := OpenAIClient(cfg, log)
 	if err != nil {
 		return nil, "", err
 	}
 	log.Info("model provider: openai-compatible server (CTXFLOW_MODEL_PROVIDER=openai)",
-		"base_url", client.BaseURL(), "model", cfg.Session.LLMModel, "api_key_set", cfg.OpenAIAPIKey != "")
+		"base_url", client.BaseURL(), "model", cfg.Session.LLMModel, "api_key_set", cfg.OpenAIAPIKey != "",
+		"context_length", cfg.OpenAIContextLength)
 	return client, "openai", nil
 }
 

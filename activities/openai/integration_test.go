@@ -304,3 +304,46 @@ func TestRealOpenAIKilledMidStream(t *testing.T) {
 		t.Errorf("Embed on the dead server: got %+v, want retryable", me)
 	}
 }
+
+// TestRealOpenAILongPrompt: this API cannot ask for a context (no num_ctx),
+// so a prompt longer than the server's default arrives whole only when the
+// server serves the model with a context that holds it — here a Modelfile's
+// num_ctx, as vLLM's --max-model-len or llama.cpp's -c would — and is cut
+// to the default otherwise. ContextLength is the configured context (the
+// session check's), since Ollama's /v1/models does not say.
+func TestRealOpenAILongPrompt(t *testing.T) {
+	srv, c, _ := realServer(t)
+	ctx := t.Context()
+	longModel := ollamatest.ModelName + "-long"
+	if err := srv.CreateModel(longModel, fmt.Sprintf("PARAMETER num_ctx %d", ollamatest.ContextLength)); err != nil {
+		t.Fatal(err)
+	}
+	long := userTurn(strings.Repeat("a long prompt that must arrive whole ", 45)) // ~1,700 of the tiny model's tokens
+	prompt := func(model string) int {
+		t.Helper()
+		resp, err := c.Chat(ctx, activities.ChatRequest{Model: model, Messages: long, Options: activities.ModelOptions{NumPredict: 1}}, func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.PromptTokens
+	}
+	whole, cut := prompt(longModel), prompt(srv.Model)
+	t.Logf("usage.prompt_tokens through /v1: %d served with num_ctx %d, %d with the server's default %d", whole, ollamatest.ContextLength, cut, ollamatest.ServerDefaultContext)
+	if whole <= ollamatest.ServerDefaultContext || whole >= ollamatest.ContextLength {
+		t.Errorf("served with num_ctx %d the prompt counted %d tokens, want it whole (over the default %d)", ollamatest.ContextLength, whole, ollamatest.ServerDefaultContext)
+	}
+	if cut > ollamatest.ServerDefaultContext {
+		t.Errorf("with the server's default the prompt counted %d tokens, over the default context %d: the test proves nothing", cut, ollamatest.ServerDefaultContext)
+	}
+
+	if n, err := c.ContextLength(ctx, longModel); err != nil || n != 0 {
+		t.Errorf("ContextLength from Ollama's /v1/models = %d, %v; want 0 (it does not say)", n, err)
+	}
+	sized, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", ContextLength: ollamatest.ContextLength})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sized.ContextLength(ctx, longModel); err != nil || n != ollamatest.ContextLength {
+		t.Errorf("configured ContextLength = %d, %v; want %d", n, err, ollamatest.ContextLength)
+	}
+}

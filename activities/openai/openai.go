@@ -50,6 +50,9 @@ type Config struct {
 	// Logger reports what the adapter repairs (a tool call's unreadable
 	// arguments); nil means slog.Default().
 	Logger *slog.Logger
+	// ContextLength is the context, in tokens, that the server serves its
+	// chat models with (see [Client.ContextLength]); 0: ask the server.
+	ContextLength int
 }
 
 // Client is an OpenAI-compatible chat model and embedder. It is safe for
@@ -57,9 +60,12 @@ type Config struct {
 type Client struct {
 	chat    oai.ChatCompletionService
 	embed   oai.EmbeddingService
+	models  oai.ModelService
 	baseURL string
-	log     *slog.Logger
-	dims    activities.Dims
+	// contextLength is Config.ContextLength.
+	contextLength int
+	log           *slog.Logger
+	dims          activities.Dims
 }
 
 var (
@@ -92,8 +98,11 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		chat:    oai.NewChatCompletionService(opts...),
 		embed:   oai.NewEmbeddingService(opts...),
+		models:  oai.NewModelService(opts...),
 		baseURL: base,
 		log:     cmp.Or(cfg.Logger, slog.Default()),
+
+		contextLength: cfg.ContextLength,
 	}, nil
 }
 

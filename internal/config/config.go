@@ -34,6 +34,7 @@ type Config struct {
 	UIPort          int
 	TemporalPort    int
 	DataDir         string
+	DemoDocs        string // `ctxflow dev`'s demo knowledge base: "builtin" (demo/), a path, or "off"
 	MaxBodyBytes    int64
 	MaxInFlight     int
 	ShutdownTimeout time.Duration
@@ -71,6 +72,9 @@ type Config struct {
 	// (an OpenAI-compatible API) and its key ("": none).
 	OpenAIBaseURL string
 	OpenAIAPIKey  string
+	// OpenAIContextLength is the context that server serves its chat
+	// models with (0: what it says of them, vLLM's max_model_len).
+	OpenAIContextLength int
 	// VectorStore is "embedded" (under DataDir) or "milvus".
 	VectorStore    string
 	MilvusAddress  string
@@ -124,6 +128,7 @@ var Vars = []Var{
 	{"CTXFLOW_UI_PORT", "8233", "`ctxflow dev`: port of the Temporal Web UI (0 turns it off)"},
 	{"CTXFLOW_TEMPORAL_PORT", "7233", "`ctxflow dev`: port of the embedded Temporal frontend (0 picks a free one)"},
 	{"CTXFLOW_DATA_DIR", "./data", "`ctxflow dev` and the worker: Temporal's SQLite file and the transcripts"},
+	{"CTXFLOW_DEMO_DOCS", "builtin", "`ctxflow dev`: the demo knowledge base, ingested once into a new data dir (tenant `default`; documents deleted later stay deleted): `builtin` (the pages of `demo/`, compiled in: 华为Mate60, Mate70, iPhone 15 and ctxflow itself, in Chinese and English), a file or directory as `ctxflow ingest` takes, or `off`"},
 	{"CTXFLOW_MAX_BODY_BYTES", "1048576", "largest HTTP request body accepted"},
 	{"CTXFLOW_API_MAX_INFLIGHT", "512", "most `/v1` requests the API serves at once (streams and `?wait=true` turns included); one more is answered 429 `overloaded` with `Retry-After: 1`"},
 	{"CTXFLOW_SHUTDOWN_TIMEOUT", "15s", "grace period for in-flight requests and activities on SIGINT/SIGTERM"},
@@ -139,6 +144,7 @@ var Vars = []Var{
 	{"CTXFLOW_MODEL_PROVIDER", "auto", "`auto` (Ollama if it answers at start-up and has the model, else offline), `ollama`, `openai` (the OpenAI-compatible server at `CTXFLOW_OPENAI_BASE_URL`) or `offline`"},
 	{"CTXFLOW_OPENAI_BASE_URL", "unset", "with `CTXFLOW_MODEL_PROVIDER=openai` (and then required): the server's OpenAI-compatible base URL, the part before `/chat/completions`, e.g. `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:8080/v1` (llama.cpp), `http://127.0.0.1:1234/v1` (LM Studio), `https://api.openai.com/v1`; chat and embeddings go there"},
 	{"CTXFLOW_OPENAI_API_KEY", "unset", "its API key, sent as `Authorization: Bearer`; unset: none (a local server)"},
+	{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "0", "the context, in tokens, that the OpenAI-compatible server serves the chat model with (its own setting: vLLM's `--max-model-len`, llama.cpp's `-c`, Ollama's `OLLAMA_CONTEXT_LENGTH` or a Modelfile's `num_ctx`; this API cannot ask for one). A session whose window (`maxTokens`) and answer (`LLM_MAX_TOKENS`) do not fit it is refused when it is created. 0: the `max_model_len` vLLM lists in `/v1/models`, else not checked"},
 	{"CTXFLOW_COLLECTION", "rag_documents", "vector collection of the knowledge base (under `CTXFLOW_DATA_DIR/vectors`, or in Milvus)"},
 	{"CTXFLOW_VECTOR_STORE", "embedded", "`embedded` (a crash-safe chunk log + bleve under `CTXFLOW_DATA_DIR/vectors`) or `milvus`"},
 	{"MILVUS_ADDRESS", "localhost:19530", "Milvus endpoint when `CTXFLOW_VECTOR_STORE=milvus` (`https://…` for TLS)"},
@@ -191,6 +197,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		UIPort:              p.int("CTXFLOW_UI_PORT", 8233),
 		TemporalPort:        p.int("CTXFLOW_TEMPORAL_PORT", 7233),
 		DataDir:             p.str("CTXFLOW_DATA_DIR", "./data"),
+		DemoDocs:            p.str("CTXFLOW_DEMO_DOCS", "builtin"),
 		MaxBodyBytes:        int64(p.int("CTXFLOW_MAX_BODY_BYTES", 1<<20)),
 		MaxInFlight:         p.int("CTXFLOW_API_MAX_INFLIGHT", 512),
 		ShutdownTimeout:     p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
@@ -224,6 +231,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.AllowAnonymous = p.bool("CTXFLOW_ALLOW_ANONYMOUS", false)
 	c.OpenAIBaseURL = p.str("CTXFLOW_OPENAI_BASE_URL", "")
 	c.OpenAIAPIKey = p.str("CTXFLOW_OPENAI_API_KEY", "")
+	c.OpenAIContextLength = p.int("CTXFLOW_OPENAI_CONTEXT_LENGTH", 0)
 	c.MCPServers = p.str("CTXFLOW_MCP_SERVERS", "")
 	if c.MCPTimeout = p.dur("CTXFLOW_MCP_TIMEOUT", time.Minute); c.MCPTimeout <= 0 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MCP_TIMEOUT %s: want more than 0", c.MCPTimeout))
@@ -305,6 +313,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if u, err := url.Parse(c.OpenAIBaseURL); c.OpenAIBaseURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OPENAI_BASE_URL %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1", c.OpenAIBaseURL))
+	}
+	if n := c.OpenAIContextLength; n != 0 && (n < 512 || n > 1<<21) {
+		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OPENAI_CONTEXT_LENGTH %d: want 0 (ask the server) or 512 to 2097152", n))
 	}
 	if c.OllamaNumCtx < 512 || c.OllamaNumCtx > 1<<21 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_OLLAMA_NUM_CTX %d: want 512 to 2097152", c.OllamaNumCtx))

@@ -128,6 +128,7 @@ func TestOverrides(t *testing.T) {
 		{"OLLAMA_HOST", "http://gpu:11434", func(c Config) bool { return c.OllamaHost == "http://gpu:11434" }},
 		{"CTXFLOW_OPENAI_BASE_URL", "http://vllm:8000/v1", func(c Config) bool { return c.OpenAIBaseURL == "http://vllm:8000/v1" }},
 		{"CTXFLOW_OPENAI_API_KEY", "sk-test", func(c Config) bool { return c.OpenAIAPIKey == "sk-test" }},
+		{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "32768", func(c Config) bool { return c.OpenAIContextLength == 32768 }},
 		{"CTXFLOW_MODEL_PROVIDER", "offline", func(c Config) bool { return c.ModelProvider == "offline" }},
 		{"CTXFLOW_COLLECTION", "docs", func(c Config) bool { return c.Collection == "docs" }},
 		{"CTXFLOW_VECTOR_STORE", "milvus", func(c Config) bool { return c.VectorStore == "milvus" }},
@@ -253,6 +254,8 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_MODEL_PROVIDER", "openai"}, // without CTXFLOW_OPENAI_BASE_URL
 		{"CTXFLOW_OPENAI_BASE_URL", "vllm:8000/v1"},
 		{"CTXFLOW_OPENAI_BASE_URL", "ftp://vllm/v1"},
+		{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "100"},
+		{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "-1"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "sqlite"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "postgres"}, // without DATABASE_URL
 		// Out of the ranges of workflows.SessionConfig and Limits.

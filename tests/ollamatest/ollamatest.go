@@ -352,17 +352,30 @@ func (s *Server) createModel() error {
 	if err := WriteTinyGGUF(filepath.Join(dir, "tiny.gguf"), Seed); err != nil {
 		return fmt.Errorf("ollamatest: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "Modelfile"), []byte(Modelfile), 0o644); err != nil {
+	return s.create(s.Model, Modelfile)
+}
+
+// CreateModel registers the tiny model again under name, with params added
+// to its Modelfile (e.g. "PARAMETER num_ctx 2048": the context a client of
+// the OpenAI-compatible API, which cannot ask for one, is served with).
+func (s *Server) CreateModel(name string, params ...string) error {
+	return s.create(name, Modelfile+strings.Join(params, "\n")+"\n")
+}
+
+func (s *Server) create(name, modelfile string) error {
+	dir := filepath.Join(s.Dir, "tiny")
+	file := "Modelfile." + name
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(modelfile), 0o644); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, s.Bin, "create", s.Model, "-f", "Modelfile")
+	cmd := exec.CommandContext(ctx, s.Bin, "create", name, "-f", file)
 	cmd.Dir = dir
 	cmd.Env = s.env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("ollamatest: ollama create %s: %v\n%s\nserver log:\n%s", s.Model, err, out, tail(s.Logs(), 40))
+		return fmt.Errorf("ollamatest: ollama create %s: %v\n%s\nserver log:\n%s", name, err, out, tail(s.Logs(), 40))
 	}
 	return nil
 }
