@@ -187,6 +187,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runDev runs the embedded stack until ctx ends.
 func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, tel *telemetry.Telemetry) error {
 	start := time.Now()
+	demo, err := planDemo(cfg.DemoDocs, cfg.DataDir) // before the server makes a new data dir's database
+	if err != nil {
+		return err
+	}
 	srv, err := devserver.Start(ctx, devserver.Options{
 		DataDir:          filepath.Join(cfg.DataDir, "temporal"),
 		FrontendPort:     cfg.TemporalPort,
@@ -213,6 +217,7 @@ func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.
 	defer c.Close()
 
 	return serve(ctx, cfg, log, c, tel, true, func(apiAddr string) {
+		demo.ingest(ctx, c, log)
 		fmt.Fprintf(stdout, "ctxflow dev ready in %s\n  API:         http://%s\n", time.Since(start).Round(time.Millisecond), apiAddr)
 		web := "http://" + apiAddr + "/"
 		if u := srv.UIURL(); u != "" {

@@ -34,6 +34,7 @@ type Config struct {
 	UIPort          int
 	TemporalPort    int
 	DataDir         string
+	DemoDocs        string // `ctxflow dev`'s demo knowledge base: "builtin" (demo/), a path, or "off"
 	MaxBodyBytes    int64
 	MaxInFlight     int
 	ShutdownTimeout time.Duration
@@ -127,6 +128,7 @@ var Vars = []Var{
 	{"CTXFLOW_UI_PORT", "8233", "`ctxflow dev`: port of the Temporal Web UI (0 turns it off)"},
 	{"CTXFLOW_TEMPORAL_PORT", "7233", "`ctxflow dev`: port of the embedded Temporal frontend (0 picks a free one)"},
 	{"CTXFLOW_DATA_DIR", "./data", "`ctxflow dev` and the worker: Temporal's SQLite file and the transcripts"},
+	{"CTXFLOW_DEMO_DOCS", "builtin", "`ctxflow dev`: the demo knowledge base, ingested once into a new data dir (tenant `default`; documents deleted later stay deleted): `builtin` (the pages of `demo/`, compiled in: 华为Mate60, Mate70, iPhone 15 and ctxflow itself, in Chinese and English), a file or directory as `ctxflow ingest` takes, or `off`"},
 	{"CTXFLOW_MAX_BODY_BYTES", "1048576", "largest HTTP request body accepted"},
 	{"CTXFLOW_API_MAX_INFLIGHT", "512", "most `/v1` requests the API serves at once (streams and `?wait=true` turns included); one more is answered 429 `overloaded` with `Retry-After: 1`"},
 	{"CTXFLOW_SHUTDOWN_TIMEOUT", "15s", "grace period for in-flight requests and activities on SIGINT/SIGTERM"},
@@ -195,6 +197,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 		UIPort:              p.int("CTXFLOW_UI_PORT", 8233),
 		TemporalPort:        p.int("CTXFLOW_TEMPORAL_PORT", 7233),
 		DataDir:             p.str("CTXFLOW_DATA_DIR", "./data"),
+		DemoDocs:            p.str("CTXFLOW_DEMO_DOCS", "builtin"),
 		MaxBodyBytes:        int64(p.int("CTXFLOW_MAX_BODY_BYTES", 1<<20)),
 		MaxInFlight:         p.int("CTXFLOW_API_MAX_INFLIGHT", 512),
 		ShutdownTimeout:     p.dur("CTXFLOW_SHUTDOWN_TIMEOUT", 15*time.Second),
