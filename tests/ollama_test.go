@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxflow/ctxflow/activities/openai"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/tests/ollamatest"
 	"github.com/ctxflow/ctxflow/workflows"
@@ -82,20 +83,27 @@ func TestSessionWithRealOpenAICompatible(t *testing.T) {
 	if err := o.CreateModel(model, fmt.Sprintf("PARAMETER num_ctx %d", ollamatest.ContextLength)); err != nil {
 		t.Fatal(err)
 	}
-	s := startStack(t, stackOptions{extraEnv: []string{
+	// The API process and the worker, as `ctxflow api` and `ctxflow worker`
+	// configured alike.
+	env := []string{
 		"CTXFLOW_MODEL_PROVIDER=openai", "CTXFLOW_OPENAI_BASE_URL=" + o.URL + "/v1", "CTXFLOW_LLM_MODEL=" + model,
 		fmt.Sprintf("CTXFLOW_OPENAI_CONTEXT_LENGTH=%d", ollamatest.ContextLength), "LLM_MAX_TOKENS=64",
-	}})
+	}
+	models, err := openai.New(openai.Config{BaseURL: o.URL + "/v1", ContextLength: ollamatest.ContextLength})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, stackOptions{extraEnv: env, models: models, limits: workflows.Limits{LLMMaxTokens: 64}})
 	s.startWorker()
 	ctx := t.Context()
 	code, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{
-		"sessionId": "too-wide", "config": map[string]any{"maxTokens": ollamatest.ContextLength},
+		"sessionId": "too-wide", "config": map[string]any{"llmModel": model, "maxTokens": ollamatest.ContextLength},
 	}, nil)
 	if code != http.StatusBadRequest || err == nil || !strings.Contains(err.Error(), "CTXFLOW_OPENAI_CONTEXT_LENGTH") {
 		t.Errorf("a window as wide as the context: %d %v, want 400 naming CTXFLOW_OPENAI_CONTEXT_LENGTH", code, err)
 	}
 	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{
-		"sessionId": "v1", "config": map[string]any{"maxTokens": ollamatest.ContextLength - 64},
+		"sessionId": "v1", "config": map[string]any{"llmModel": model, "maxTokens": ollamatest.ContextLength - 64},
 	}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,9 @@ type stackOptions struct {
 	keys map[string]string
 	// maxInFlight is the API's MaxInFlight (0: its default).
 	maxInFlight int
+	// models is the API's Models (nil: sessions are not checked against
+	// the model's context).
+	models api.ModelContext
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -128,7 +131,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		o.limits.FastModel = workflows.DefaultLimits().FastModel
 	}
 	apiSrv := httptest.NewServer(api.New(c, api.Options{
-		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Keys: o.keys, MaxInFlight: o.maxInFlight, Logger: quietLogger(),
+		Defaults: defaults, Limits: o.limits, UploadDir: filepath.Join(dir, "uploads"), Keys: o.keys, MaxInFlight: o.maxInFlight, Models: o.models, Logger: quietLogger(),
 	}).Handler())
 	t.Cleanup(apiSrv.Close)
 
