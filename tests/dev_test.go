@@ -32,7 +32,8 @@ func freePort(t *testing.T) int {
 }
 
 // startDev runs `ctxflow dev` and waits for /readyz; it returns the time
-// that took.
+// that took. The demo knowledge base is off unless env turns it on: the
+// tests count model calls and documents of their own.
 func startDev(t *testing.T, env []string, api apiClient, log string) (*exec.Cmd, time.Duration) {
 	t.Helper()
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -40,7 +41,7 @@ func startDev(t *testing.T, env []string, api apiClient, log string) (*exec.Cmd,
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary, "dev")
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "CTXFLOW_DEMO_DOCS=off"), env...) // the last of a name wins
 	cmd.Stdout, cmd.Stderr = f, f
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
