@@ -2,6 +2,7 @@ package docs
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/ctxflow/ctxflow/internal/config"
@@ -13,13 +14,25 @@ const (
 	configEnd   = "<!-- END config.Vars -->"
 )
 
+// sectionPages are the pages of docs/ that hold the sections config.Vars
+// links to as "(#section)", written when those sections were the README's.
+var sectionPages = map[string]string{"mcp-tools": "agents.md"}
+
+// sectionLink is a link to a section of the same page.
+var sectionLink = regexp.MustCompile(`\]\(#([^)]+)\)`)
+
 // ConfigTable is the Markdown table of every environment variable ctxflow
 // reads, from [config.Vars], in its order.
 func ConfigTable() string {
 	var b strings.Builder
 	b.WriteString("| variable | default | meaning |\n|---|---|---|\n")
 	for _, v := range config.Vars {
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", v.Name, v.Default, strings.ReplaceAll(v.Meaning, "|", `\|`))
+		meaning := strings.ReplaceAll(v.Meaning, "|", `\|`)
+		meaning = sectionLink.ReplaceAllStringFunc(meaning, func(l string) string {
+			section := sectionLink.FindStringSubmatch(l)[1]
+			return "](" + sectionPages[section] + "#" + section + ")"
+		})
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", v.Name, v.Default, meaning)
 	}
 	return b.String()
 }
