@@ -444,7 +444,18 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	}
 	view = append(head, view...)
 	defer keepAlive(ctx)()
-	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, a.stream(ctx, in.Session, in.TurnID))
+	// What the model wrote so far is the answer of a cancelled turn (a
+	// streamed call only: one without a broker is not streamed).
+	var written strings.Builder
+	stream := a.stream(ctx, in.Session, in.TurnID)
+	if publish := stream; publish != nil {
+		stream = func(delta string) { written.WriteString(delta); publish(delta) }
+	}
+	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: view, Options: in.Options}, stream)
+	if err != nil && ctx.Err() == context.Canceled {
+		// The turn was cancelled: what the model wrote is its answer.
+		return GenerateResult{}, temporal.NewCanceledError(written.String())
+	}
 	if err != nil {
 		return GenerateResult{}, lastAttempt(ctx, in.Attempts, modelFailure(fmt.Sprintf("generate for %s turn %s with %s", in.Session, in.TurnID, in.Model), err))
 	}
@@ -477,6 +488,9 @@ type SaveAnswerInput struct {
 	Window        convo.WindowConfig  `json:"window"`
 	SummaryConfig convo.SummaryConfig `json:"summaryConfig"`
 	SummaryID     string              `json:"summaryId,omitempty"`
+	// Cancelled marks the answer of a cancelled turn: kept for display,
+	// left out of the model's view (convo.MetaStatus).
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // SaveAnswerResult names the stored answer.
@@ -497,6 +511,9 @@ func (a *Session) SaveAnswer(ctx context.Context, in SaveAnswerInput) (SaveAnswe
 		Content:   in.Answer,
 		CreatedAt: in.CreatedAt,
 		Meta:      map[string]string{"turnId": in.TurnID, "model": in.Model, "engine": in.Engine},
+	}
+	if in.Cancelled {
+		m.Meta[convo.MetaStatus] = convo.StatusCancelled
 	}
 	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
 	stored, _, err := a.Transcript.Append(ctx, in.Session, m)

@@ -22,6 +22,14 @@ const (
 	RoleSummary Role = "summary"
 )
 
+// MetaStatus is the Meta key of a message's status; StatusCancelled marks
+// the partial answer of a cancelled turn: shown in the transcript, never in
+// the model view.
+const (
+	MetaStatus      = "status"
+	StatusCancelled = "cancelled"
+)
+
 // Valid reports whether r is one of the roles above.
 func (r Role) Valid() bool {
 	switch r {

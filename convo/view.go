@@ -71,7 +71,8 @@ func ToModelMessages(msgs []Message) ([]ModelMessage, error) {
 //     tool calls (parallel calls) are merged into one assistant message;
 //   - a tool_result becomes a "tool" message with ToolCallID and the
 //     ToolName of its call, its content compressed by the View;
-//   - RoleSummary records are skipped.
+//   - RoleSummary records and cancelled answers (Meta[MetaStatus] is
+//     StatusCancelled) are skipped.
 //
 // Calls and results must pair up: a result without an earlier unanswered call
 // with its id is [ErrOrphanResult]; a call left unanswered at the end, or
@@ -85,6 +86,9 @@ func (v View) ModelMessages(msgs []Message) ([]ModelMessage, error) {
 	prevCall := false
 	for i := range msgs {
 		m := &msgs[i]
+		if m.Meta[MetaStatus] == StatusCancelled {
+			continue
+		}
 		switch m.Role {
 		case RoleSummary:
 			continue

@@ -40,6 +40,9 @@ type SessionConfig struct {
 	// decided in time.
 	ApproveTools    ToolPatterns `json:"approveTools,omitempty"`
 	ApprovalTimeout string       `json:"approvalTimeout,omitempty"`
+	// Busy is what a question does while a task of the session runs, when
+	// the turn does not say: enqueue ("" too), steer or reject.
+	Busy string `json:"busy,omitempty"`
 }
 
 // ToolPatterns are glob patterns of tool names, a JSON array of strings
@@ -162,6 +165,9 @@ func (c SessionConfig) Validate() error {
 	check(c.GradePassThreshold >= 0 && c.GradePassThreshold <= 1, "gradePassThreshold %g out of range [0, 1]", c.GradePassThreshold)
 	check(c.MaxSteps >= 1 && c.MaxSteps <= 200, "maxSteps %d out of range [1, 200]", c.MaxSteps)
 	if err := ValidateApproveTools(c.ApproveTools.List()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateBusy(c.Busy); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ApprovalTimeout != "" {

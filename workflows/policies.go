@@ -105,6 +105,8 @@ func activityCtx(ctx workflow.Context, limits Limits, summary string, timeout ti
 		HeartbeatTimeout:    heartbeat,
 		RetryPolicy:         retryPolicy(500*time.Millisecond, 10*time.Second, attempts),
 		Summary:             summary,
+		// A cancellable call (a turn's answer) waits for its partial answer.
+		WaitForCancellation: workflow.GetActivityOptions(ctx).WaitForCancellation,
 	})
 }
 

@@ -80,6 +80,10 @@ type session struct {
 	turnCh, continueCh, compressCh, closeCh, taskCh workflow.ReceiveChannel
 	// events are task events not yet consumed by the turn waiting for them.
 	events []TaskEvent
+	// cancelled is the turn a cancel stopped; stop, while set, stops the
+	// step the running turn is in (its model call, its task).
+	cancelled string
+	stop      func(workflow.Context)
 }
 
 func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
@@ -200,6 +204,9 @@ func (s *session) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateClose, s.onClose); err != nil {
 		return fmt.Errorf("set close update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancelTurn, s.onCancelTurn, workflow.UpdateHandlerOptions{Validator: s.validateCancel}); err != nil {
+		return fmt.Errorf("set cancel-turn update: %w", err)
 	}
 
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -470,6 +477,9 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if err := ValidateTurn(req, s.st.Config, s.limits); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), activities.CodeInvalidArgument, nil)
 	}
+	if err := s.refuseBusy(req); err != nil {
+		return err
+	}
 	if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); req.Kind == KindSeed && !seen && !s.fresh() {
 		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" already exists: fork or import into a new session id", activities.CodeConflict, nil)
 	}
@@ -527,6 +537,9 @@ func (s *session) enqueue(ctx workflow.Context, req TurnRequest) bool {
 func (s *session) onTurnUpdate(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 	s.turnUpdates++
 	defer func() { s.turnUpdates-- }()
+	if res, ok := s.steer(ctx, req); ok {
+		return res, nil
+	}
 	s.enqueue(ctx, req)
 	if _, ok := s.lookup(req.TurnID); !ok {
 		return s.archivedTurn(ctx, req.TurnID)
@@ -544,6 +557,9 @@ func (s *session) onTurnUpdate(ctx workflow.Context, req TurnRequest) (TurnResul
 // API's asynchronous turns: validated like an update, answered like a
 // signal).
 func (s *session) onSubmit(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
+	if res, ok := s.steer(ctx, req); ok {
+		return res, nil
+	}
 	s.enqueue(ctx, req)
 	if r, ok := s.lookup(req.TurnID); ok {
 		return r, nil
@@ -626,7 +642,7 @@ func (s *session) processNext(ctx workflow.Context) {
 	} else if outcome == lostRunLater && traced { // queued again behind a lost task's turn
 		s.traces[req.TurnID] = span
 	} // (lostAnswered: recorded with the lost task's turns, see adoptLost)
-	s.current = nil
+	s.current, s.cancelled = nil, ""
 	if s.summaryDue { // after the answer is out: the caller does not wait for it
 		s.summaryDue = false
 		s.summarize(ctx, false, &s.st.Recent[len(s.st.Recent)-1])

@@ -95,6 +95,9 @@ type TaskState struct {
 	UpdatedAt      time.Time              `json:"updatedAt"`
 	// Pending are the calls waiting for approval.
 	Pending []PendingCall `json:"pending,omitempty"`
+	// Guidance is what people told the task while it ran (clipped), with
+	// the step each came before.
+	Guidance []Guidance `json:"guidance,omitempty"`
 }
 
 // TaskEvent is what a task tells its session.
@@ -151,6 +154,8 @@ type task struct {
 	// id; rounds counts the times the task waited for approval.
 	decided map[string]ApprovalDecision
 	rounds  int
+	// guidance is the guidance received and not yet in the transcript.
+	guidance []Guidance
 }
 
 func (t *task) setup(ctx workflow.Context) error {
@@ -172,6 +177,14 @@ func (t *task) setup(ctx workflow.Context) error {
 	}
 	cont := workflow.GetSignalChannel(ctx, SignalContinue)
 	cancel := workflow.GetSignalChannel(ctx, SignalCancel)
+	steer := workflow.GetSignalChannel(ctx, SignalSteer)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var g Guidance
+			steer.Receive(ctx, &g)
+			t.guidance = append(t.guidance, g)
+		}
+	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			cont.Receive(ctx, nil)
@@ -233,6 +246,9 @@ func (t *task) run(ctx workflow.Context) error {
 				return t.cancel(ctx)
 			}
 			continue
+		}
+		if err := t.guide(ctx); err != nil {
+			return t.fail(ctx, "guidance", err)
 		}
 		t.st.Step++
 		answered, err := t.step(ctx)

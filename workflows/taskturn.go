@@ -29,8 +29,9 @@ func (s *session) runTask(ctx workflow.Context, req TurnRequest, cfg SessionConf
 		if req.Kind == KindTask {
 			ev, err = s.startTask(ctx, req, cfg)
 		} else {
-			ev, err = s.resumeTask(ctx)
+			ev, err = s.resumeTask(ctx, req)
 		}
+		s.stop = nil
 		d := map[string]any{"taskId": ev.TaskID, "workflowId": ev.State.WorkflowID, "type": ev.Type,
 			"status": ev.State.Status, "step": ev.State.Step, "pauses": ev.State.Pauses}
 		return d, err
@@ -80,17 +81,25 @@ func (s *session) startTask(ctx workflow.Context, req TurnRequest, cfg SessionCo
 		return TaskEvent{TaskID: req.TurnID}, fmt.Errorf("start task %s: %w", req.TurnID, err)
 	}
 	s.st.Task = &TaskRef{TaskID: req.TurnID, WorkflowID: id, Status: TaskRunning}
+	s.stopTaskOnCancel(id)
 	return s.awaitEvent(ctx, req.TurnID, -1)
 }
 
 // resumeTask signals the paused task to continue and waits for its next
 // event.
-func (s *session) resumeTask(ctx workflow.Context) (TaskEvent, error) {
+func (s *session) resumeTask(ctx workflow.Context, req TurnRequest) (TaskEvent, error) {
 	t := *s.st.Task
 	// Approval events no turn took (the task waited again after a
 	// decision) predate this continue: the next event is the answer.
 	s.events = slices.DeleteFunc(s.events, func(e TaskEvent) bool { return e.TaskID == t.TaskID && e.Type == TypeApproval })
-	err := workflow.SignalExternalWorkflow(ctx, t.WorkflowID, "", SignalContinue, nil).Get(ctx, nil)
+	var err error
+	if req.Guidance != "" && workflow.GetVersion(ctx, steerChange, workflow.DefaultVersion, 1) >= 1 {
+		// Before the continue: the task reads it before its next step.
+		err = workflow.SignalExternalWorkflow(ctx, t.WorkflowID, "", SignalSteer, Guidance{TurnID: req.TurnID, Text: req.Guidance}).Get(ctx, nil)
+	}
+	if err == nil {
+		err = workflow.SignalExternalWorkflow(ctx, t.WorkflowID, "", SignalContinue, nil).Get(ctx, nil)
+	}
 	if err != nil {
 		// The task ended after it paused (a cancel whose event is still on
 		// its way): nothing is paused any more.
@@ -99,6 +108,7 @@ func (s *session) resumeTask(ctx workflow.Context) (TaskEvent, error) {
 			fmt.Sprintf("task %s is no longer paused (canceled or ended)", t.TaskID), activities.CodeConflict, err)
 	}
 	s.st.Task.Status = TaskRunning
+	s.stopTaskOnCancel(t.WorkflowID)
 	return s.awaitEvent(ctx, t.TaskID, t.Pauses)
 }
 

@@ -26,6 +26,9 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	cfg, _ := opts.Apply(s.st.Config)
 	if req.Kind == "" && s.continuable() && isContinue(req.Question) {
 		req.Kind = KindContinue // "继续", "continue", "go on"
+	} else if g, ok := continueGuidance(req.Question); ok && req.Kind == "" && s.continuable() &&
+		workflow.GetVersion(ctx, steerChange, workflow.DefaultVersion, 1) >= 1 {
+		req.Kind, req.Guidance = KindContinue, g // "继续，只看2024年的订单"
 	}
 	if req.Kind == KindContinue && !s.continuable() {
 		res.Status, res.ErrorCode = TurnRejected, activities.CodeConflict
@@ -99,10 +102,18 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		gen = s.clarify(ctx, req, res)
 	} else if route == activities.RouteQA {
 		if gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, s.generateInput(req, cfg, lc), res); err != nil {
+			if s.stopped(res) {
+				s.cancelTurn(ctx, req, cfg, lc, "", res)
+				return lostRunNow
+			}
 			s.fail(res, "answer from the knowledge base", err)
 			return lostRunNow
 		}
 	} else if gen, err = s.generate(ctx, req, cfg, lc, res); err != nil {
+		if s.stopped(res) {
+			s.cancelTurn(ctx, req, cfg, lc, partialAnswer(err), res)
+			return lostRunNow
+		}
 		s.fail(res, "model unavailable", err)
 		return lostRunNow
 	}
@@ -120,6 +131,9 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	s.st.Messages = saved.Messages
 	s.summaryDue = saved.SummaryDue
 	s.complete(res, saved.MessageID, gen.Answer)
+	if s.stopped(res) { // a task turn: the task stopped at the cancel
+		res.Status = TurnCancelled
+	}
 	return lostRunNow
 }
 
@@ -182,8 +196,17 @@ func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionCon
 		}
 		// The model's own failures are bounded in the activity (Attempts);
 		// the policy also allows for attempts lost with a worker.
-		inTask, err := s.modelCall(ctx, fast, "generate with "+cfg.LLMModel,
-			cfg.MaxRetries+1+lostWorkerAttempts, sa.Generate, s.generateInput(req, cfg, lc), &gen)
+		var inTask bool
+		err := s.stoppable(ctx, func(ctx workflow.Context) error {
+			if s.stopped(res) { // cancelled before the call
+				return temporal.NewCanceledError()
+			}
+			var err error
+			ctx = workflow.WithWaitForCancellation(ctx, true) // the call's partial answer comes with its cancellation
+			inTask, err = s.modelCall(ctx, fast, "generate with "+cfg.LLMModel,
+				cfg.MaxRetries+1+lostWorkerAttempts, sa.Generate, s.generateInput(req, cfg, lc), &gen)
+			return err
+		})
 		if err == nil {
 			s.observeModel(cfg.LLMModel, workflow.Now(ctx).Sub(start))
 		}
@@ -294,11 +317,13 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 			WorkflowExecutionTimeout: correctiveBudget(s.limits, cfg.MaxRewriteAttempts),
 			StaticSummary:            fmt.Sprintf("corrective retrieval for turn %s of session %s", req.TurnID, s.key),
 		})
-		err := workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
-			Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
-			MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
-			Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &gin, Limits: s.limits, FastModel: fast,
-		}).Get(ctx, &out)
+		err := s.stoppable(cctx, func(cctx workflow.Context) error {
+			return workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
+				Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
+				MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
+				Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &gin, Limits: s.limits, FastModel: fast,
+			}).Get(ctx, &out)
+		})
 		return correctiveDetails(childID, out), err
 	})
 	for _, n := range out.Workflow.NodeExecutions { // the answer's time tells how fast the model is

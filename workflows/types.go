@@ -60,6 +60,12 @@ type TurnRequest struct {
 	// Config holds per-turn overrides ([TurnOptions]) as raw JSON so that
 	// unknown keys can be rejected.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Busy says what a question does while a task of the session runs:
+	// BusyEnqueue (queue it, "" takes the session's busy option),
+	// BusySteer (give it to the task as guidance) or BusyReject (refuse).
+	Busy string `json:"busy,omitempty"`
+	// Guidance is what a continue turn tells the task to do next.
+	Guidance string `json:"guidance,omitempty"`
 	// ReceivedAt is set by the workflow when the turn is queued.
 	ReceivedAt time.Time `json:"receivedAt"`
 }
@@ -85,6 +91,17 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig, lim Limits) error {
 		}
 	default:
 		return fmt.Errorf("kind %q: want %q, %q, %q, %q or none", clip(req.Kind, 20), KindTask, KindContinue, KindBranch, KindSeed)
+	}
+	if err := validateBusy(req.Busy); err != nil {
+		return err
+	}
+	if req.Guidance != "" {
+		if req.Kind != KindContinue {
+			return fmt.Errorf("guidance goes with a continue turn only")
+		}
+		if err := ValidateQuestion("guidance", req.Guidance, lim.MaxQuestionBytes); err != nil {
+			return err
+		}
 	}
 	if req.EditOf != "" {
 		if err := ValidateID("messageId", req.EditOf); err != nil {
@@ -159,6 +176,9 @@ const (
 	TurnCompleted = "completed"
 	TurnFailed    = "failed"
 	TurnRejected  = "rejected"
+	// TurnCancelled is a turn stopped by POST .../turns/{turnId}/cancel:
+	// its answer is what the model had written (a cancelled message).
+	TurnCancelled = "cancelled"
 )
 
 // Step is one step of a turn's pipeline, for the trace.
@@ -208,7 +228,7 @@ type TurnResult struct {
 
 // Done reports whether the turn reached a final status.
 func (r TurnResult) Done() bool {
-	return r.Status == TurnCompleted || r.Status == TurnFailed || r.Status == TurnRejected
+	return r.Status == TurnCompleted || r.Status == TurnFailed || r.Status == TurnRejected || r.Status == TurnCancelled
 }
 
 // Doc is a retrieved document as shown with an answer.
