@@ -161,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/sessions/:id/turns", s.postTurn)
 	v1.GET("/sessions/:id/turns/:turnId", s.getTurn)
 	v1.GET("/sessions/:id/turns/:turnId/events", s.turnEvents)
+	v1.POST("/sessions/:id/turns/:turnId/cancel", s.cancelTurn)
 	v1.POST("/sessions/:id/continue", s.continueTask)
 	v1.POST("/sessions/:id/compress", s.compress)
 	v1.GET("/sessions/:id/steps", s.getSteps)

@@ -473,6 +473,9 @@ type turnRequest struct {
 	Question string          `json:"question"`
 	TurnID   string          `json:"turnId"`
 	Config   json.RawMessage `json:"config"`
+	// Busy: what the question does while a task of the session runs
+	// (enqueue, steer, reject; "" is the session's busy option).
+	Busy string `json:"busy"`
 }
 
 func (s *Server) postTurn(c *gin.Context) {
@@ -486,7 +489,7 @@ func (s *Server) postTurn(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	req := workflows.TurnRequest{TurnID: body.TurnID, Question: body.Question, Config: body.Config}
+	req := workflows.TurnRequest{TurnID: body.TurnID, Question: body.Question, Config: body.Config, Busy: body.Busy}
 	if wantsStream(c) {
 		s.streamTurn(c, ref, req)
 		return
@@ -668,12 +671,49 @@ func (s *Server) continueTask(c *gin.Context) {
 	}
 	var body struct {
 		TurnID string `json:"turnId"`
+		// Guidance is what the task should do next, read before its next
+		// step.
+		Guidance string `json:"guidance"`
 	}
 	if err := bindJSON(c, &body, true); err != nil {
 		writeError(c, err)
 		return
 	}
-	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TurnID, Question: "continue", Kind: workflows.KindContinue})
+	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TurnID, Question: "continue", Kind: workflows.KindContinue, Guidance: body.Guidance})
+}
+
+// cancelTurnWait bounds how long a cancel waits for the turn to stop (its
+// model call notices at its next heartbeat).
+const cancelTurnWait = time.Minute
+
+// cancelTurn answers POST /v1/sessions/{id}/turns/{turnId}/cancel: a
+// queued turn is dropped, a running one stops (its model call cancelled,
+// the partial answer kept as a cancelled message); 200 with the turn's
+// result, 404 for an unknown turn, 409 for one that is done.
+func (s *Server) cancelTurn(c *gin.Context) {
+	ref, turnID, err := turnOf(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), cancelTurnWait)
+	defer cancel()
+	var res workflows.TurnResult
+	err = whileNotReady(ctx, func() error {
+		h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: ref.workflowID(), UpdateName: workflows.UpdateCancelTurn, Args: []any{turnID},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		return err
+	})
+	if err != nil {
+		writeError(c, fromTemporal("turn "+turnID, err))
+		return
+	}
+	c.JSON(http.StatusOK, res)
 }
 
 func (s *Server) compress(c *gin.Context) {

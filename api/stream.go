@@ -21,7 +21,8 @@ import (
 // text/event-stream queues the turn and streams it: `accepted`, then each
 // `step` as it starts (status "running") and as it ends, the answer's
 // `token`s as the model writes them, and at the end `pause` (a paused
-// task), `error` (a failed turn) and `final` (the whole turn result). The
+// task), `error` (a failed turn) and `final` (the whole turn result), or
+// `cancelled` (a cancelled turn's result, its partial answer). The
 // steps and the end come from the session (its turn query); the tokens
 // from the broker. Step and end events have ids, derived from the turn's
 // steps, so GET .../turns/{turnId}/events with Last-Event-ID resumes a
@@ -188,6 +189,10 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 				continue
 			}
 			end := 2*sent + 1
+			if res.Status == workflows.TurnCancelled { // the stream ends with it
+				emit("cancelled", end+2, res)
+				return
+			}
 			if res.Type == workflows.TypePause || res.Type == workflows.TypeApproval {
 				emit(res.Type, end, res)
 			}
