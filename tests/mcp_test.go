@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -49,7 +50,8 @@ func textCall(name string, args any) string {
 // step and the task finishes. A worker killed during a slow call: the call
 // (read-only, so retried) is made again by the next worker and the task
 // finishes. A server that goes down after the task listed its tools: the
-// call is an observation and the task finishes. The recorded histories
+// call is an observation and the task finishes. A call of a session whose
+// approveTools names the server waits, and runs once approved. The recorded histories
 // replay with the servers stopped.
 func TestAgentTaskWithMCPServers(t *testing.T) {
 	cmd := mcptest.Command(t)
@@ -95,6 +97,33 @@ func TestAgentTaskWithMCPServers(t *testing.T) {
 			}
 		}
 		tasks = append(tasks, workflows.TaskWorkflowID(workflows.DefaultTenant, "mcp", "sum"))
+	})
+
+	t.Run("an approved call", func(t *testing.T) {
+		script := &textCallScript{step: func(req fakeollama.ChatRequestLite) string {
+			if m := lastMessage(req); m.Role == "tool" {
+				return "The tool said: " + m.Content
+			}
+			return "Let me echo it.\n" + textCall("mcp__everything__echo", map[string]string{"message": "approved"})
+		}}
+		s.model.SetReply(script.reply)
+		defer s.model.SetReply(nil)
+		if code, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{"sessionId": "mcp-gate",
+			"config": map[string]any{"approveTools": []string{"mcp:everything/*"}}}, nil); code != http.StatusCreated {
+			t.Fatalf("create session: %d %v", code, err)
+		}
+		res, err := s.task(ctx, "mcp-gate", map[string]any{"goal": "Echo a word.", "taskId": "echo"})
+		if err != nil || res.Type != workflows.TypeApproval || len(res.Pending) != 1 || res.Pending[0].Tool != "mcp:everything/echo" {
+			t.Fatalf("task: %v %+v\n%s", err, res, s.workerLogs())
+		}
+		out, code, err := s.approval(ctx, "mcp-gate", "echo", res.Pending[0].CallID, map[string]any{"decision": "approve"})
+		if err != nil || code != http.StatusOK || out.Type != workflows.TypeFinish || out.Task.Status != workflows.TaskFinished {
+			t.Fatalf("approve: %d %v %+v\n%s", code, err, out, s.workerLogs())
+		}
+		if want := "The tool said: Echo: approved"; out.Task.Answer != want {
+			t.Errorf("answer %q, want %q", out.Task.Answer, want)
+		}
+		tasks = append(tasks, workflows.TaskWorkflowID(workflows.DefaultTenant, "mcp-gate", "echo"))
 	})
 
 	t.Run("a worker kill during a slow call", func(t *testing.T) {
