@@ -840,7 +840,7 @@ func seededTurns(msgs []convo.Message) (turns []SeededTurn, answered int) {
 			answered++
 		}
 		if strings.HasSuffix(m.ID, ".u") {
-			turns = append(turns, SeededTurn{TurnID: cmpOr(m.Meta["turnId"], strings.TrimSuffix(m.ID, ".u")), QuestionHash: QuestionHash(m.Content)})
+			turns = append(turns, SeededTurn{TurnID: cmp.Or(m.Meta["turnId"], strings.TrimSuffix(m.ID, ".u")), QuestionHash: QuestionHash(m.Content)})
 		}
 	}
 	return turns, answered

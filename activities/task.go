@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -200,7 +201,7 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 	}
 	switch {
 	case step.ParseError != "":
-		if err := add(convo.Message{ID: stepID(in.Step, "raw"), Role: convo.RoleAssistant, Content: cmpOr(step.Raw, "(empty reply)")}); err != nil {
+		if err := add(convo.Message{ID: stepID(in.Step, "raw"), Role: convo.RoleAssistant, Content: cmp.Or(step.Raw, "(empty reply)")}); err != nil {
 			return res, err
 		}
 		obs := convo.ParseErrorObservation(step.Raw, planFormat, errors.New(step.ParseError), 2000)
@@ -238,13 +239,6 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 		}
 	}
 	return res, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // storedStep returns the step an earlier attempt of Think stored.
@@ -444,7 +438,7 @@ func toolObservation(tool string, e error) (string, KnownFacts) {
 
 // storeResult stores a call's result below parent (its call when "").
 func (a *Agent) storeResult(ctx context.Context, task SessionKey, callID, parent, content string) error {
-	m := convo.Message{ID: callID + ".r", ParentID: cmpOr(parent, callID), Role: convo.RoleToolResult, ToolCallID: callID, Content: content, CreatedAt: time.Now().UTC()}
+	m := convo.Message{ID: callID + ".r", ParentID: cmp.Or(parent, callID), Role: convo.RoleToolResult, ToolCallID: callID, Content: content, CreatedAt: time.Now().UTC()}
 	m.Tokens = convo.MessageTokens(a.Tokenizer, m)
 	if _, _, err := a.Transcript.Append(ctx, task, m); err != nil {
 		return fmt.Errorf("store result of %s in %s: %w", callID, task, err)

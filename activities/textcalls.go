@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +52,7 @@ func readText(content string, tools []ToolSpec) textReply {
 		if err != nil {
 			return textReply{Err: err}
 		}
-		r.Thought = cmpOr(r.Thought, lead(s[:i]))
+		r.Thought = cmp.Or(r.Thought, lead(s[:i]))
 		return r
 	}
 	var firstErr error
@@ -66,7 +67,7 @@ func readText(content string, tools []ToolSpec) textReply {
 		}
 		r, err := decodeCalls(raw, known)
 		if err == nil {
-			r.Thought = cmpOr(r.Thought, lead(s[:start]))
+			r.Thought = cmp.Or(r.Thought, lead(s[:start]))
 			return r
 		}
 		if firstErr == nil {
@@ -114,7 +115,7 @@ func readTagged(s string, known map[string]bool) (textReply, error) {
 			return out, fmt.Errorf("<tool_call> %d: %w", n, err)
 		}
 		out.Calls = append(out.Calls, r.Calls...)
-		out.Thought = cmpOr(out.Thought, r.Thought)
+		out.Thought = cmp.Or(out.Thought, r.Thought)
 	}
 }
 
@@ -196,7 +197,7 @@ func decodeCalls(raw json.RawMessage, known map[string]bool) (textReply, error) 
 				return textReply{}, fmt.Errorf("item %d of the list: %w", i+1, err)
 			}
 			out.Calls = append(out.Calls, r.Calls...)
-			out.Thought = cmpOr(out.Thought, r.Thought)
+			out.Thought = cmp.Or(out.Thought, r.Thought)
 		}
 		return out, nil
 	}
@@ -218,7 +219,7 @@ func decodeCall(raw json.RawMessage, known map[string]bool) (textReply, error) {
 	}
 	names := compactStrings(c.Name, c.Tool, c.Action, fn.Name)
 	args := slices.DeleteFunc([]json.RawMessage{c.Arguments, c.Parameters, c.Args, c.ActionInput, fn.Arguments, fn.Parameters}, isNull)
-	thought := strings.TrimSpace(cmpOr(c.Thought, fn.Thought))
+	thought := strings.TrimSpace(cmp.Or(c.Thought, fn.Thought))
 	switch {
 	case len(names) > 1:
 		return textReply{}, fmt.Errorf("it names %d tools: %s", len(names), strings.Join(names, ", "))

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,7 +198,7 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 				emit(res.Type, end, res)
 			}
 			if res.Status != workflows.TurnCompleted {
-				emit("error", end+1, gin.H{"error": gin.H{"code": cmpOr(res.ErrorCode, activities.CodeUnavailable), "message": res.Error}})
+				emit("error", end+1, gin.H{"error": gin.H{"code": cmp.Or(res.ErrorCode, activities.CodeUnavailable), "message": res.Error}})
 			} else if subscribed && after == 0 {
 				said.finish(ctx, w, deltas, res.Answer)
 			}
@@ -267,11 +268,4 @@ func codeOf(err error) string {
 		return ae.code
 	}
 	return activities.CodeInternal
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -278,7 +279,7 @@ func (p plan) compile(tables []string) (string, string) {
 	switch {
 	case topN.MatchString(p.req.Goal):
 		g := topN.FindStringSubmatch(p.req.Goal)
-		n := cmpOr(g[1], g[2])
+		n := cmp.Or(g[1], g[2])
 		c, ok := named()
 		if !ok {
 			for _, x := range cols {
@@ -366,11 +367,4 @@ func (p plan) cannot(why string) activities.PlanStep {
 		return activities.PlanStep{Answer: fmt.Sprintf("写出这个问题的 SQL 需要语言模型（%s）。已找到：%s。", why, found)}
 	}
 	return activities.PlanStep{Answer: fmt.Sprintf("Writing the SQL for this needs a language model (%s). What I found: %s.", why, found)}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
