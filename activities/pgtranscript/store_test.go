@@ -313,18 +313,25 @@ func TestAppendKilledMidTransaction(t *testing.T) {
 // every count matches its rows.
 func TestConnectionsKilledUnderLoad(t *testing.T) {
 	ctx := context.Background()
+	const maxConns = 4 // each kill breaks at most this many of the store's connections
 	url := pgtest.Database(t)
-	s := open(t, url, Options{})
+	s := open(t, url+fmt.Sprintf("&pool_max_conns=%d", maxConns), Options{})
 	admin := adminConn(t, url)
 	const writers, perChain = 4, 40
-	var failures atomic.Int64
-	// The kills come at a cadence of four appends as long as they take
-	// now (a running average of the writers' own calls), never faster
-	// than every 15 ms: on a loaded machine an append may take longer than
-	// that, and kills that always outpace it would test nothing but the
-	// writers' patience.
-	var took opTimer
+	// Every timing below follows how long an append and a read take on
+	// this machine now, never a fixed guess: the kills come at a cadence
+	// of four such calls, first as measured alone (a calibration) and then
+	// as the writers' own calls take (a running average); and a kill waits
+	// for some call to have succeeded since the last one, so that however
+	// slow the machine is, kills never outpace every writer. A writer's
+	// patience is counted in kills, not attempts: each kill breaks at most
+	// maxConns connections, each failing one call (the kill's, or an idle
+	// one's next use), so more failures than two kills explain, with no
+	// kill in between, mean the store does not recover.
+	took := opTimer{avg: calibrate(t, s)}
+	var failures, successes, kills atomic.Int64
 	var wg sync.WaitGroup
+	writeStart := time.Now()
 	errs := make(chan error, writers)
 	for w := range writers {
 		wg.Go(func() {
@@ -332,7 +339,8 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 			parent := ""
 			for j := range perChain {
 				id := fmt.Sprintf("w%d-%d", w, j)
-				for attempt := 0; ; attempt++ {
+				round, unexplained := kills.Load(), 0
+				for {
 					start := time.Now()
 					_, _, err := s.Append(ctx, k, msg(id, parent, id))
 					if err == nil {
@@ -340,14 +348,18 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 					}
 					if err == nil {
 						took.observe(time.Since(start))
+						successes.Add(1)
 						break
 					}
-					if errors.Is(err, convo.ErrMissingParent) || attempt == 50 {
-						errs <- fmt.Errorf("%s: %w", id, err)
+					if r := kills.Load(); r != round {
+						round, unexplained = r, 0
+					}
+					if unexplained++; errors.Is(err, convo.ErrMissingParent) || unexplained > 2*maxConns+2 {
+						errs <- fmt.Errorf("%s: %w (%d failures since the last kill)", id, err, unexplained)
 						return
 					}
 					failures.Add(1)
-					time.Sleep(5 * time.Millisecond)
+					time.Sleep(took.average() / 2)
 				}
 				parent = id
 			}
@@ -355,26 +367,33 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	kills := 0
+	killed, since := 0, int64(-1)
 	for loop := true; loop; {
 		select {
 		case <-done:
 			loop = false
-		case <-time.After(max(15*time.Millisecond, 4*took.average())):
+		case <-time.After(4 * took.average()):
+			if n := successes.Load(); n == since {
+				continue // no call got through since the last kill: let one
+			} else {
+				since = n
+			}
+			kills.Add(1)
 			var n int
 			err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			kills += n
+			killed += n
 		}
 	}
+	t.Logf("writers took %s", time.Since(writeStart))
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	t.Logf("%d connections killed, %d calls failed and were retried; an append and a read took %s on average", kills, failures.Load(), took.average())
+	t.Logf("%d kills, %d connections killed, %d calls failed and were retried; an append and a read took %s on average at the end", kills.Load(), killed, failures.Load(), took.average())
 	if failures.Load() == 0 {
 		t.Error("no call failed: the kills did not hit")
 	}
@@ -386,7 +405,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 			b, err := st.Branch(ctx, k, fmt.Sprintf("w%d-%d", w, perChain-1))
 			// s's pool may still hold connections killed while idle: each
 			// fails one call.
-			for i := 0; err != nil && st == s && i < 8; i++ {
+			for i := 0; err != nil && st == s && i < 2*maxConns; i++ {
 				b, err = st.Branch(ctx, k, fmt.Sprintf("w%d-%d", w, perChain-1))
 			}
 			if err != nil || len(b) != perChain || b[0].ID != fmt.Sprintf("w%d-0", w) {
@@ -475,6 +494,30 @@ func TestMigrate(t *testing.T) {
 	if _, err := Open(ctx, Options{URL: "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}); err == nil {
 		t.Error("Open of a server that is not there did not fail")
 	}
+}
+
+// calibrate returns how long an append and a read of it take on this
+// machine now, alone: the median of a few, on a session of their own.
+func calibrate(t *testing.T, s *Store) time.Duration {
+	t.Helper()
+	k := activities.SessionKey{Tenant: "acme", SessionID: "calibration"}
+	var took []time.Duration
+	parent := ""
+	for i := range 9 {
+		id := fmt.Sprintf("c%d", i)
+		start := time.Now()
+		if _, _, err := s.Append(context.Background(), k, msg(id, parent, id)); err != nil {
+			t.Fatalf("calibration: %v", err)
+		}
+		if _, err := s.Branch(context.Background(), k, id); err != nil {
+			t.Fatalf("calibration: %v", err)
+		}
+		took = append(took, time.Since(start))
+		parent = id
+	}
+	slices.Sort(took)
+	t.Logf("calibration: an append and a read take %s alone", took[len(took)/2])
+	return took[len(took)/2]
 }
 
 // opTimer keeps a running average of how long an operation takes.
