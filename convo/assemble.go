@@ -107,19 +107,6 @@ func assemble(src source, w WindowConfig, s SummaryState) (Context, error) {
 	return c, nil
 }
 
-// FallbackTruncate returns exactly the last n messages of msgs (all of them
-// when there are fewer, none for n <= 0): seed 002's fallback when the
-// summariser fails. The result shares msgs' backing array.
-func FallbackTruncate(msgs []Message, n int) []Message {
-	if n <= 0 {
-		return msgs[:0:0]
-	}
-	if n >= len(msgs) {
-		return msgs
-	}
-	return msgs[len(msgs)-n:]
-}
-
 // AssembleFallback builds a degraded model view without a summary: the
 // system prompt and at most the last n messages (fewer when the n-th would
 // split a tool call from its result), then cut by w like any window.

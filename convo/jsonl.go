@@ -188,7 +188,7 @@ func EncodeJSONL(w io.Writer, msgs []Message) error {
 // messages in file order. It rejects, naming the line: malformed entries,
 // duplicate ids ([ErrDuplicateID]), parents that appear nowhere in the file
 // ([ErrMissingParent]) and parent cycles ([ErrCycle]). Parents may come
-// after their children; [BuildTree] accepts that order.
+// after their children.
 func DecodeJSONL(r io.Reader) ([]Message, error) {
 	br := bufio.NewReader(r)
 	var msgs []Message

@@ -35,7 +35,7 @@ func TestDecodeSeedFormat(t *testing.T) {
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("got  %+v\nwant %+v", msgs, want)
 	}
-	tr, err := BuildTree(msgs)
+	tr, err := buildTree(msgs)
 	if err != nil {
 		t.Fatalf("seed file does not build a tree: %v", err)
 	}
@@ -176,8 +176,8 @@ func FuzzDecodeJSONL(f *testing.F) {
 		if !reflect.DeepEqual(normalizeTimes(again), normalizeTimes(msgs)) {
 			t.Fatalf("re-decode differs:\n%+v\n%+v", again, msgs)
 		}
-		if tr, err := BuildTree(msgs); err == nil {
-			for _, leaf := range tr.Leaves() {
+		if tr, err := buildTree(msgs); err == nil {
+			for _, leaf := range tr.leaves() {
 				_, _ = tr.Window(leaf, DefaultWindowConfig())
 			}
 		}

@@ -267,13 +267,13 @@ func TestPropBranchWalkEqualsNaiveWalk(t *testing.T) {
 			t.Fatalf("Branch(%s) = %v, %v; naive walk %v", leaf, ids(got), err, ids(naive))
 		}
 		k := rapid.IntRange(0, len(naive)+2).Draw(t, "tail")
-		if want := naive[len(naive)-min(k, len(naive)):]; !reflect.DeepEqual(tr.Tail(leaf, k), want) && k > 0 {
-			t.Fatalf("Tail(%d) = %v, want %v", k, ids(tr.Tail(leaf, k)), ids(want))
+		if want := naive[len(naive)-min(k, len(naive)):]; !reflect.DeepEqual(tr.tailOf(leaf, k), want) && k > 0 {
+			t.Fatalf("Tail(%d) = %v, want %v", k, ids(tr.tailOf(leaf, k)), ids(want))
 		}
 		if h, _ := tr.PathHash(leaf); h != BranchHash(naive) {
 			t.Fatal("PathHash differs from BranchHash of the walked branch")
 		}
-		if st, _ := tr.Stats(leaf); st.Messages != len(naive) || st.Tokens != PromptTokens(naive) {
+		if st, _ := tr.stats(leaf); st.Messages != len(naive) || st.Tokens != PromptTokens(naive) {
 			t.Fatalf("Stats %+v for %d messages, %d tokens", st, len(naive), PromptTokens(naive))
 		}
 	})
@@ -317,7 +317,7 @@ func TestPropJSONLFileRoundTrip(t *testing.T) {
 		if !sameMessages(got, msgs) {
 			t.Fatal("file round trip changed the messages")
 		}
-		if _, err := BuildTree(got); err != nil {
+		if _, err := buildTree(got); err != nil {
 			t.Fatalf("decoded file does not rebuild the tree: %v", err)
 		}
 	})
@@ -432,10 +432,10 @@ func TestPropFallbackKeepsExactlyLastN(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		branch := genBranch(t)
 		n := rapid.IntRange(0, 50).Draw(t, "n")
-		got := FallbackTruncate(branch, n)
+		got := fallbackTruncate(branch, n)
 		want := branch[len(branch)-min(n, len(branch)):]
 		if len(got) != min(n, len(branch)) || !sameMessages(got, want) {
-			t.Fatalf("FallbackTruncate(%d) = %v, want %v", n, ids(got), ids(want))
+			t.Fatalf("fallbackTruncate(%d) = %v, want %v", n, ids(got), ids(want))
 		}
 		w := genWindowConfig(t)
 		ctx, err := AssembleFallback(branch, w, max(n, 1))

@@ -156,7 +156,7 @@ func TestSummarizeFailures(t *testing.T) {
 
 	// Degraded view: the last 4 messages, moved past a split tool pair.
 	tools := spec(t, "s10 u10 c10 r10 a10 u10 a10")
-	if got := ids(FallbackTruncate(tools, 4)); !slices.Equal(got, []string{"r3", "a4", "u5", "a6"}) {
+	if got := ids(fallbackTruncate(tools, 4)); !slices.Equal(got, []string{"r3", "a4", "u5", "a6"}) {
 		t.Errorf("FallbackTruncate = %v", got)
 	}
 	noStart := sliding(10)
@@ -294,7 +294,7 @@ func TestSummaryRecordRevival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revived, err := BuildTree(msgs)
+	revived, err := buildTree(msgs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // Each node stores, computed once at Append: its depth, the token sum and
 // path hash of its branch from the root, the number of unanswered tool calls,
 // its nearest user and summary ancestors, and one skew-binary jump pointer.
-// With these, [Tree.Window], [Tree.Tail], [Tree.Stats] and [Tree.PathHash]
+// With these, [Tree.Window], [Tree.LastSummary] and [Tree.PathHash]
 // cost O(window) or O(log depth), never O(history).
 //
 // Append stores a copy of the message (Meta and ToolCall included). Messages
@@ -131,16 +131,6 @@ func (t *Tree) Append(m Message) error {
 	return nil
 }
 
-// Fork appends m as a new child of the existing message fromID, starting a
-// new branch there. It is Append with m.ParentID = fromID.
-func (t *Tree) Fork(fromID string, m Message) error {
-	if _, ok := t.index[fromID]; !ok {
-		return fmt.Errorf("fork from %q: %w", fromID, ErrNotFound)
-	}
-	m.ParentID = fromID
-	return t.Append(m)
-}
-
 // checkPairing applies the tool pairing rules to m appended under parent p
 // (-1 for a root). Unanswered calls sit in the run of tool messages just above
 // p, so it reads only that run.
@@ -213,17 +203,6 @@ func (t *Tree) Children(id string) []Message {
 
 // Roots returns the messages without a parent, in append order.
 func (t *Tree) Roots() []Message { return t.messagesOf(t.roots) }
-
-// Leaves returns the ids of messages without children, in append order.
-func (t *Tree) Leaves() []string {
-	var ids []string
-	for i := range t.nodes {
-		if len(t.nodes[i].kids) == 0 {
-			ids = append(ids, t.nodes[i].msg.ID)
-		}
-	}
-	return ids
-}
 
 // Messages returns every message in append order (parents before children),
 // ready for [EncodeJSONL].
@@ -302,17 +281,6 @@ func (t *Tree) Branch(leafID string) ([]Message, error) {
 	return t.tail(x, int(t.nodes[x].depth)+1), nil
 }
 
-// Tail returns the last n messages of the branch ending at leafID, oldest
-// first, in O(n). It returns nil for an unknown leaf, the whole branch when
-// it is shorter than n.
-func (t *Tree) Tail(leafID string, n int) []Message {
-	x, ok := t.index[leafID]
-	if !ok || n <= 0 {
-		return nil
-	}
-	return t.tail(x, n)
-}
-
 func (t *Tree) tail(x int32, n int) []Message {
 	n = min(n, int(t.nodes[x].depth)+1)
 	out := make([]Message, n)
@@ -334,27 +302,6 @@ func (t *Tree) ancestor(x int32, d int32) int32 {
 		}
 	}
 	return x
-}
-
-// BranchStats describes a branch without walking it.
-type BranchStats struct {
-	// Messages is the branch length, root and leaf included.
-	Messages int `json:"messages"`
-	// Tokens is [PromptTokens] of the whole branch.
-	Tokens int `json:"tokens"`
-	// OpenCalls is the number of tool calls at the end still unanswered.
-	OpenCalls int `json:"openCalls"`
-}
-
-// Stats returns the size of the branch ending at leafID in O(1).
-func (t *Tree) Stats(leafID string) (BranchStats, error) {
-	x, err := t.lookup(leafID)
-	if err != nil {
-		return BranchStats{}, fmt.Errorf("stats: %w", err)
-	}
-	nd := &t.nodes[x]
-	n := int(nd.depth) + 1
-	return BranchStats{Messages: n, Tokens: promptOf(nd.cum, n), OpenCalls: int(nd.open)}, nil
 }
 
 // PathHash returns the hash of the branch from the root to id (ids, roles,
@@ -399,44 +346,6 @@ func (t *Tree) source(leafID string) (*treeSource, error) {
 		return nil, err
 	}
 	return &treeSource{t: t, leaf: x, n: int(t.nodes[x].depth) + 1}, nil
-}
-
-// BuildTree builds a tree from messages in any order (parents may come after
-// their children, as in a merged file); siblings keep their relative order.
-func BuildTree(msgs []Message) (*Tree, error) {
-	t := NewTree()
-	byParent := make(map[string][]int, len(msgs))
-	ids := make(map[string]bool, len(msgs))
-	for i := range msgs {
-		if ids[msgs[i].ID] {
-			return nil, fmt.Errorf("build tree: message %d %q: %w", i, msgs[i].ID, ErrDuplicateID)
-		}
-		ids[msgs[i].ID] = true
-		byParent[msgs[i].ParentID] = append(byParent[msgs[i].ParentID], i)
-	}
-	queue := slices.Clone(byParent[""])
-	for len(queue) > 0 {
-		i := queue[0]
-		queue = queue[1:]
-		if err := t.Append(msgs[i]); err != nil {
-			return nil, fmt.Errorf("build tree: message %d: %w", i, err)
-		}
-		queue = append(queue, byParent[msgs[i].ID]...)
-	}
-	if t.Len() < len(msgs) {
-		// Left over: messages under a missing parent, or in a cycle.
-		for i := range msgs {
-			if _, ok := t.index[msgs[i].ID]; !ok && !ids[msgs[i].ParentID] {
-				return nil, fmt.Errorf("build tree: message %d %q: parent %q: %w", i, msgs[i].ID, msgs[i].ParentID, ErrMissingParent)
-			}
-		}
-		for i := range msgs {
-			if _, ok := t.index[msgs[i].ID]; !ok {
-				return nil, fmt.Errorf("build tree: message %d %q: %w", i, msgs[i].ID, ErrCycle)
-			}
-		}
-	}
-	return t, nil
 }
 
 // treeSource reads a branch of a tree for the window algorithm, caching the

@@ -50,13 +50,13 @@ func TestTreeBranchesAndForks(t *testing.T) {
 	// s0 ─ u1 ─ a2 ─ u3 ─ a4
 	//             └─ u5 ─ a6   (fork at a2)
 	tr := treeOf(t, spec(t, "s10 u10 a10 u10 a10"))
-	if err := tr.Fork("a2", Message{ID: "u5", Role: RoleUser, Tokens: 7}); err != nil {
+	if err := tr.fork("a2", Message{ID: "u5", Role: RoleUser, Tokens: 7}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.Append(Message{ID: "a6", ParentID: "u5", Role: RoleAssistant, Tokens: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Fork("nope", Message{ID: "z", Role: RoleUser}); !errors.Is(err, ErrNotFound) {
+	if err := tr.fork("nope", Message{ID: "z", Role: RoleUser}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("fork from unknown: %v", err)
 	}
 	b, err := tr.Branch("a6")
@@ -72,26 +72,26 @@ func TestTreeBranchesAndForks(t *testing.T) {
 	if tr.Children("a6") != nil || tr.Children("ghost") != nil {
 		t.Error("leaf or unknown id has children")
 	}
-	if got := tr.Leaves(); !slices.Equal(got, []string{"a4", "a6"}) {
+	if got := tr.leaves(); !slices.Equal(got, []string{"a4", "a6"}) {
 		t.Errorf("Leaves = %v", got)
 	}
 	if got := ids(tr.Roots()); !slices.Equal(got, []string{"s0"}) {
 		t.Errorf("Roots = %v", got)
 	}
-	if got := ids(tr.Tail("a6", 2)); !slices.Equal(got, []string{"u5", "a6"}) {
+	if got := ids(tr.tailOf("a6", 2)); !slices.Equal(got, []string{"u5", "a6"}) {
 		t.Errorf("Tail(a6, 2) = %v", got)
 	}
-	if got := ids(tr.Tail("a6", 99)); !slices.Equal(got, ids(b)) {
+	if got := ids(tr.tailOf("a6", 99)); !slices.Equal(got, ids(b)) {
 		t.Errorf("Tail(a6, 99) = %v", got)
 	}
-	if tr.Tail("ghost", 3) != nil || tr.Tail("a6", 0) != nil {
+	if tr.tailOf("ghost", 3) != nil || tr.tailOf("a6", 0) != nil {
 		t.Error("Tail of unknown leaf or n=0 not nil")
 	}
-	st, err := tr.Stats("a6")
+	st, err := tr.stats("a6")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (BranchStats{Messages: 5, Tokens: 10 + 10 + 10 + 7 + 5 + ReplyPrimingTokens}); st != want {
+	if want := (branchStats{Messages: 5, Tokens: 10 + 10 + 10 + 7 + 5 + ReplyPrimingTokens}); st != want {
 		t.Errorf("Stats = %+v, want %+v", st, want)
 	}
 	if _, err := tr.Branch("ghost"); !errors.Is(err, ErrNotFound) {
@@ -134,7 +134,7 @@ func TestTreeLastSummary(t *testing.T) {
 func TestBuildTree(t *testing.T) {
 	msgs := spec(t, "s10 u10 a10 u10")
 	shuffled := []Message{msgs[3], msgs[1], msgs[0], msgs[2]}
-	tr, err := BuildTree(shuffled)
+	tr, err := buildTree(shuffled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,15 +143,15 @@ func TestBuildTree(t *testing.T) {
 		t.Errorf("branch = %v", ids(b))
 	}
 	cyc := []Message{{ID: "a", ParentID: "b", Role: RoleUser}, {ID: "b", ParentID: "a", Role: RoleUser}}
-	if _, err := BuildTree(cyc); !errors.Is(err, ErrCycle) {
+	if _, err := buildTree(cyc); !errors.Is(err, ErrCycle) {
 		t.Errorf("cycle: %v", err)
 	}
 	missing := []Message{{ID: "a", ParentID: "zz", Role: RoleUser}}
-	if _, err := BuildTree(missing); !errors.Is(err, ErrMissingParent) {
+	if _, err := buildTree(missing); !errors.Is(err, ErrMissingParent) {
 		t.Errorf("missing parent: %v", err)
 	}
 	dup := []Message{{ID: "a", Role: RoleUser}, {ID: "a", Role: RoleUser}}
-	if _, err := BuildTree(dup); !errors.Is(err, ErrDuplicateID) {
+	if _, err := buildTree(dup); !errors.Is(err, ErrDuplicateID) {
 		t.Errorf("duplicate: %v", err)
 	}
 }
@@ -211,7 +211,7 @@ func TestWindowReadsOnlyTheWindow(t *testing.T) {
 
 func TestBuildTreeMissingParentBeforeCycle(t *testing.T) {
 	msgs := []Message{{ID: "child", ParentID: "x", Role: RoleUser}, {ID: "x", ParentID: "ghost", Role: RoleUser}}
-	if _, err := BuildTree(msgs); !errors.Is(err, ErrMissingParent) {
+	if _, err := buildTree(msgs); !errors.Is(err, ErrMissingParent) {
 		t.Errorf("err = %v, want ErrMissingParent", err)
 	}
 }
