@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -26,22 +24,12 @@ type Document struct {
 	Passages []Passage
 }
 
-// Extensions are the file extensions ReadDocument knows, lower case. Any
+// Extensions are the file extensions ParseDocument knows, lower case. Any
 // other extension is read as plain text.
 var Extensions = []string{".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".jsonl", ".ndjson"}
 
 // Supported reports whether ext (e.g. ".md", any case) is one of [Extensions].
 func Supported(ext string) bool { return slices.Contains(Extensions, strings.ToLower(ext)) }
-
-// ReadDocument reads the document at path; its extension says how (see
-// [ParseDocument]).
-func ReadDocument(path string) (Document, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Document{}, err
-	}
-	return ParseDocument(filepath.Ext(path), b)
-}
 
 // ParseDocument parses a document's bytes by its extension: text and
 // markdown are taken as they are; HTML is reduced to its visible text, one

@@ -131,9 +131,6 @@ func (d *DB) Close() error {
 	return d.db.Close()
 }
 
-// Dialect is SQLite or Postgres.
-func (d *DB) Dialect() string { return d.dialect }
-
 // Name names the database for the tools.
 func (d *DB) Name() string { return d.name }
 
