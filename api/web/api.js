@@ -94,7 +94,7 @@ export async function* sseEvents(body) {
   }
 }
 
-const DONE = ['completed', 'failed', 'rejected'];
+const DONE = ['completed', 'failed', 'rejected', 'cancelled'];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // pollTurn waits for a queued turn by polling it (and the session's steps
@@ -135,7 +135,7 @@ export async function streamTurn(sessionId, body, on) {
         if (ev.id) lastId = ev.id;
         let data = null;
         try { data = JSON.parse(ev.data); } catch { continue; }
-        if (ev.event === 'final') final = data;
+        if (ev.event === 'final' || ev.event === 'cancelled') final = data; // a cancelled turn's stream ends with it
         else if (ev.event === 'error') failure = data && data.error;
         on(ev.event, data);
       }

@@ -25,7 +25,10 @@ export default {
     const liveEl = h('div.live', { id: 'live' });
     const input = h('textarea', { id: 'question', rows: 2, placeholder: 'Ask a question… (Enter sends, Shift+Enter: new line)' });
     const send = h('button.primary', { id: 'send', type: 'submit' }, 'Send');
-    const form = h('form.ask', { onsubmit: (e) => { e.preventDefault(); ask(); } }, input, send);
+    // Stop cancels the turn in flight (POST .../turns/{turnId}/cancel): its
+    // partial answer is kept as a cancelled message.
+    const stop = h('button', { id: 'stop', type: 'button', hidden: true, onclick: () => stopTurn() }, 'Stop');
+    const form = h('form.ask', { onsubmit: (e) => { e.preventDefault(); ask(); } }, input, send, stop);
     input.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
     });
@@ -117,6 +120,8 @@ export default {
           h('button', { onclick: () => { app.viewLeaf = ''; app.refresh(); } }, 'Back to the active branch')));
       } else fill(banner);
       input.disabled = send.disabled = !!app.viewLeaf || !!live;
+      stop.hidden = !live || !live.turnId;
+      stop.disabled = !!(live && live.stopping);
       if (!app.session) {
         fill(list, h('p.empty', {}, 'Pick a session, or ask a question to start a new one.'));
         return;
@@ -154,7 +159,7 @@ export default {
       try {
         const res = await fn();
         app.results.set(res.turnId, res);
-        if (res.status !== 'completed') {
+        if (res.status !== 'completed' && res.status !== 'cancelled') {
           Object.assign(t, { result: res, error: { code: res.errorCode, message: res.error || `the turn is ${res.status}` } });
           failed = t;
         }
@@ -172,13 +177,24 @@ export default {
       if (!question) return;
       if (!app.session) await app.select(newId('s'));
       input.value = '';
-      await busy(send, () => run(question, () => streamTurn(app.session, { question }, (ev, data) => {
+      const turnId = newId('web');
+      await busy(send, () => run(question, () => streamTurn(app.session, { question, turnId }, (ev, data) => {
+        if (live && !live.turnId) { live.turnId = turnId; render(); }
         if (!live) return;
         if (ev === 'step' && data) upsertStep(live.steps, data);
         else if (ev === 'token' && data) live.answer = (data.reset ? '' : live.answer) + (data.text || ''); // reset: a retried model call
         else if (ev === 'error' && data) live.error = data.error;
         renderLive();
       })));
+    }
+
+    async function stopTurn() {
+      if (!live || !live.turnId) return;
+      live.stopping = true;
+      render();
+      try {
+        await api('POST', `${sessionPath(live.session)}/turns/${encodeURIComponent(live.turnId)}/cancel`);
+      } catch (e) { if (live) { live.stopping = false; live.error = e; render(); renderLive(); } }
     }
 
     let shown = '';

@@ -54,6 +54,27 @@ export default {
       render();
     }
 
+    // approval shows a call waiting for approval with Approve, Edit (the
+    // arguments as edited in the box) and Reject (with the message).
+    function approval(t, p) {
+      const args = h('textarea.args', { rows: 2, value: p.arguments, dataset: { call: p.callId } });
+      const note = h('input.note', { type: 'text', placeholder: 'message (for a rejection)' });
+      const decide = (decision) => {
+        const req = { decision };
+        if (decision === 'edit') {
+          try { req.arguments = JSON.parse(args.value); } catch { error = { message: 'The arguments are not valid JSON.' }; render(); return; }
+        }
+        if (decision === 'reject' && note.value.trim()) req.message = note.value.trim();
+        return act(`${decision}…`, `${sessionPath(app.session)}/tasks/${encodeURIComponent(t.taskId)}/approvals/${encodeURIComponent(p.callId)}`, req);
+      };
+      return h('li.pending-call', { dataset: { call: p.callId } },
+        h('code', {}, p.tool), p.reason ? h('div.muted', {}, p.reason) : null, args, note,
+        h('div.row', {},
+          h('button.primary.approve', { disabled: !!running || !!p.decision, onclick: () => decide('approve') }, 'Approve'),
+          h('button.edit', { disabled: !!running || !!p.decision, onclick: () => decide('edit') }, 'Edit'),
+          h('button.reject', { disabled: !!running || !!p.decision, onclick: () => decide('reject') }, 'Reject')));
+    }
+
     function render() {
       start.disabled = !!running || !app.session;
       const t = task && task.task;
@@ -72,6 +93,7 @@ export default {
               id: 'task-continue', disabled: !!running,
               onclick: () => act('continuing…', `${sessionPath(app.session)}/continue?wait=true`, { turnId: newId('cont') }),
             }, 'Continue')] : null,
+          (t.pending || []).length ? [h('h4', {}, 'Waiting for approval'), h('ul.pending', { id: 'task-pending' }, t.pending.map((p) => approval(t, p)))] : null,
           t.answer ? [h('h4', {}, 'Answer'), h('pre.summary', { id: 'task-answer' }, t.answer)] : null,
           t.error ? errorBox({ message: t.error }) : null,
           h('details', {}, h('summary', {}, `Steps (${(t.steps || []).length})`),
