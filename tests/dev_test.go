@@ -17,14 +17,14 @@ import (
 	"time"
 
 	"github.com/ctxflow/ctxflow/convo"
-	"github.com/ctxflow/ctxflow/internal/devserver"
+	"github.com/ctxflow/ctxflow/internal/freeport"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	port, err := devserver.FreePort("127.0.0.1") // below the ephemeral range: see there
+	port, err := freeport.Port("127.0.0.1") // below the ephemeral range: see there
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +58,19 @@ func startDev(t *testing.T, env []string, api apiClient, log string) (*exec.Cmd,
 	out, _ := os.ReadFile(log)
 	t.Fatalf("ctxflow dev not ready after 60s:\n%s", tail(string(out), 4000))
 	return nil, 0
+}
+
+// killDev kills `ctxflow dev` with SIGKILL and returns once it has exited
+// (startDev reaps it), so that its data dir is free for the next start
+// however long a loaded machine takes.
+func killDev(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	for deadline := time.Now().Add(time.Minute); syscall.Kill(cmd.Process.Pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("ctxflow dev still runs a minute after SIGKILL")
+		}
+	}
 }
 
 // TestDevRestartKeepsSessions is the README's quickstart as a test: `ctxflow
@@ -106,8 +119,7 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 		}
 	}
 
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	time.Sleep(200 * time.Millisecond)
+	killDev(t, cmd)
 	_, took = startDev(t, env, api, log)
 	t.Logf("restart after SIGKILL: ready in %s", took)
 

@@ -2,12 +2,8 @@ package devserver
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/server/common/authorization"
@@ -18,6 +14,8 @@ import (
 	"go.temporal.io/server/common/membership/static"
 	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
+
+	"github.com/ctxflow/ctxflow/internal/freeport"
 )
 
 // internalIP is where the history, matching and worker services listen.
@@ -101,47 +99,9 @@ func pickPorts(opts Options) (ports, error) {
 	return p, nil
 }
 
-var (
-	handedMu sync.Mutex
-	handed   = map[int]bool{} // the ports FreePort returned
-)
-
-// freePort is FreePort, for the server's own listeners.
-func freePort(ip string) (int, error) { return FreePort(ip) }
-
-// FreePort finds a free TCP port on ip below the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range). A port the kernel hands out for ":0"
-// is in that range, and so is every outgoing connection's source port: one
-// of them took such a port between this check and the server's bind, and
-// the Temporal server does not survive a failed bind (it panics). Nor does
-// it return a port it returned before in this process: a port is free again
-// once checked, so the five of one server could have come out the same.
-func FreePort(ip string) (int, error) {
-	low := 32768
-	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(data)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
-				low = n
-			}
-		}
-	}
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	var err error
-	for range 100 {
-		port := 10000 + rand.IntN(low-10000)
-		if handed[port] {
-			continue
-		}
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
-			_ = ln.Close()
-			handed[port] = true
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("find a free port on %s below %d: %w", ip, low, err)
-}
+// freePort is a free port for the server's own listeners; see
+// [freeport.Port].
+func freePort(ip string) (int, error) { return freeport.Port(ip) }
 
 // dialHost is the address clients use to reach a service bound to ip.
 func dialHost(ip string) string {

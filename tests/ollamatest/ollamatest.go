@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxflow/ctxflow/internal/freeport"
 )
 
 const (
@@ -232,7 +234,7 @@ func Start(t testing.TB) *Server {
 var errPortTaken = errors.New("address already in use")
 
 func start(t testing.TB, bin string) (*Server, error) {
-	port, err := freePort()
+	port, err := freeport.Port("127.0.0.1") // below the ephemeral range: see there
 	if err != nil {
 		return nil, fmt.Errorf("ollamatest: no free port: %w", err)
 	}
@@ -403,15 +405,6 @@ func (s *Server) Exited() <-chan struct{} { return s.exited }
 func (s *Server) Logs() string {
 	b, _ := os.ReadFile(s.logPath)
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLine(s string) string {
