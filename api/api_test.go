@@ -1397,6 +1397,8 @@ func TestTurnWaitsForAFailedWorkflowTask(t *testing.T) {
 	opts := options()
 	opts.TurnWaitTimeout = 300 * time.Millisecond
 	wantError(t, do(api.New(f, opts).Handler(), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"hi","turnId":"t-2"}`), http.StatusServiceUnavailable, "unavailable")
-	f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) { return nil, notReady }
+	f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+		return nil, notReady
+	}
 	wantError(t, do(server(f), http.MethodGet, "/v1/sessions/s1", ""), http.StatusServiceUnavailable, "unavailable")
 }
