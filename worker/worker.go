@@ -94,6 +94,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	// After the checks above, which need the adapter itself; labelled by
 	// the configured model (and the offline engine), else "other".
 	model = telemetry.MeterModel(model, cfg.Session.LLMModel, offline.ModelName)
+	model = telemetry.TraceModel(model, engine) // GenAI "chat" spans
 	rag := &activities.RAG{
 		Store: vectors, Embedders: embs,
 		Grader: offlineEngine, Reformulator: offlineEngine, Relevance: lexical.Relevance{},
@@ -110,7 +111,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		return nil, fmt.Errorf("sql database: %w", err)
 	}
 	agent := &activities.Agent{
-		Transcript: store, Tools: append(db.Tools(), activities.KnowledgeTool(rag)), Tokenizer: tok,
+		Transcript: store, Tools: telemetry.TraceTools(append(db.Tools(), activities.KnowledgeTool(rag))), Tokenizer: tok,
 		Planner: offline.Planner{}, ObservationMaxChars: cfg.ObservationMaxChars, ResultMaxBytes: cfg.ToolResultMaxBytes,
 	}
 	if engine != offline.ModelName { // a real model plans and summarises
@@ -118,7 +119,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 	}
 	closers := []func() error{store.Close, vectors.Close, db.Close}
 	if remote != nil { // the MCP servers' tools
-		agent.Remote, closers = remote, append(closers, remote.Close)
+		agent.Remote, closers = telemetry.TraceToolSource(remote), append(closers, remote.Close)
 	}
 	var deltas activities.Broker = broker.NewLocal()
 	if cfg.TranscriptStore == "postgres" {

@@ -51,9 +51,10 @@ func (h ctxHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h ctxHandler) WithGroup(name string) slog.Handler { return ctxHandler{h.Handler.WithGroup(name)} }
 
-// activityLogs adds the session, task and turn named by an activity's input
-// (its SessionKey argument, or the Session, Task and TurnID fields of its
-// input struct) to the activity's logger.
+// activityLogs adds the session, task, turn and tool call named by an
+// activity's input (its SessionKey argument, or the Session, Task, TurnID
+// and CallID fields of its input struct) to the activity's logger, and the
+// tool call's id to the context, for the call's span (see [TraceTools]).
 type activityLogs struct {
 	interceptor.WorkerInterceptorBase
 }
@@ -77,6 +78,11 @@ func (i *activityLogsIn) Init(outbound interceptor.ActivityOutboundInterceptor) 
 func (i *activityLogsIn) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	if args := activityAttrs(in.Args); len(args) > 0 {
 		ctx = context.WithValue(ctx, logAttrsKey{}, args)
+		for i := 0; i+1 < len(args); i += 2 {
+			if args[i] == "call" {
+				ctx = context.WithValue(ctx, toolCallKey{}, args[i+1])
+			}
+		}
 	}
 	return i.Next.ExecuteActivity(ctx, in)
 }
@@ -95,8 +101,8 @@ func (o *activityLogsOut) GetLogger(ctx context.Context) log.Logger {
 
 var sessionKeyType = reflect.TypeFor[activities.SessionKey]()
 
-// activityAttrs finds the session, task and turn of an activity's
-// arguments.
+// activityAttrs finds the session, task, turn and tool call of an
+// activity's arguments.
 func activityAttrs(args []any) []any {
 	var out []any
 	for _, a := range args {
@@ -116,8 +122,10 @@ func activityAttrs(args []any) []any {
 					out = append(out, f.key, fv.Interface().(activities.SessionKey).String())
 				}
 			}
-			if fv := v.FieldByName("TurnID"); fv.IsValid() && fv.Kind() == reflect.String && fv.String() != "" {
-				out = append(out, "turn", fv.String())
+			for _, f := range []struct{ field, key string }{{"TurnID", "turn"}, {"CallID", "call"}} {
+				if fv := v.FieldByName(f.field); fv.IsValid() && fv.Kind() == reflect.String && fv.String() != "" {
+					out = append(out, f.key, fv.String())
+				}
 			}
 		}
 	}

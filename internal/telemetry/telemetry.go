@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 )
@@ -32,6 +33,8 @@ type Options struct {
 	// Stdout receives the stdout exporter's spans (default os.Stdout).
 	Stdout io.Writer
 	Logger *slog.Logger
+
+	exporter sdktrace.SpanExporter // a test's, in place of Tracing's
 }
 
 // Telemetry is a process's metrics registry and tracer. Its methods are

@@ -208,6 +208,7 @@ func TestActivityLogs(t *testing.T) {
 		{[]any{in.Session, "t7"}, []any{"session", "acme/s1"}},
 		{[]any{&in}, []any{"session", "acme/s1", "turn", "t7"}},
 		{[]any{activities.StartTaskInput{Task: activities.SessionKey{Tenant: "acme", SessionID: "s1/task/k1"}}}, []any{"task", "acme/s1/task/k1"}},
+		{[]any{activities.CallToolInput{Task: activities.SessionKey{Tenant: "acme", SessionID: "s1:task:k1"}, CallID: "s1.c1"}}, []any{"task", "acme/s1:task:k1", "call", "s1.c1"}},
 		{[]any{nil, (*activities.GenerateInput)(nil), 3, activities.GenerateInput{}}, nil},
 	} {
 		if got := activityAttrs(tc.args); !slices.Equal(got, tc.want) {

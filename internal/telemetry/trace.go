@@ -36,17 +36,18 @@ type tracing struct {
 // session workflow (which runs the turn under its update's span, see
 // [workflows.TraceContextKey]) to every activity and child workflow.
 func newTracing(ctx context.Context, o Options) (*tracing, error) {
-	var exp sdktrace.SpanExporter
-	switch o.Tracing {
-	case "", "off":
+	exp := o.exporter
+	switch {
+	case exp != nil: // a test's
+	case o.Tracing == "" || o.Tracing == "off":
 		return nil, nil
-	case "stdout":
+	case o.Tracing == "stdout":
 		w := o.Stdout
 		if w == nil {
 			w = os.Stdout
 		}
 		exp = &jsonExporter{w: w}
-	case "otlp":
+	case o.Tracing == "otlp":
 		var err error
 		if exp, err = otlptracegrpc.New(ctx); err != nil {
 			return nil, fmt.Errorf("otlp trace exporter: %w", err)
@@ -58,7 +59,7 @@ func newTracing(ctx context.Context, o Options) (*tracing, error) {
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", o.Service))),
 		sdktrace.WithBatcher(exp),
 	}
-	if o.Tracing == "stdout" { // a span is written as it ends
+	if o.Tracing == "stdout" || o.exporter != nil { // a span is written as it ends
 		opts[1] = sdktrace.WithSyncer(exp)
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
