@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,12 +102,7 @@ func TestDevDemoKnowledgeBase(t *testing.T) {
 	ask("mate60", "t3", "它的续航怎么样？", "4750毫安时")
 	ask("kb", "e1", "What is ctxflow?", "keeps the context of multi-turn conversations", "[ctxflow.md#")
 
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	for deadline := time.Now().Add(time.Minute); syscall.Kill(cmd.Process.Pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("ctxflow dev still runs a minute after SIGKILL")
-		}
-	}
+	killDev(t, cmd)
 	startDev(t, env, api, log)
 	waitBanner(t, log, 2)
 	for _, p := range pages {

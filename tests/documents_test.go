@@ -208,7 +208,6 @@ func TestIngestSurvivesWorkerKill(t *testing.T) {
 		}
 		s.killWorker()
 		kills = append(kills, p)
-		time.Sleep(300 * time.Millisecond)
 		s.startWorker()
 	}
 	start := time.Now()
@@ -222,7 +221,6 @@ func TestIngestSurvivesWorkerKill(t *testing.T) {
 		t.Fatalf("killed at %+v, result %+v", kills, res)
 	}
 	s.killWorker() // release the store
-	time.Sleep(200 * time.Millisecond)
 	store, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(s.dataDir, "vectors"), Collection: "rag_documents"})
 	if err != nil {
 		t.Fatalf("the store does not open after the kills: %v", err)

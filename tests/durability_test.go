@@ -304,7 +304,6 @@ func TestDocumentWritesDuringIngestionConflict(t *testing.T) {
 		t.Errorf("second DELETE: %d, want 404", code)
 	}
 	s.killWorker() // release the store
-	time.Sleep(200 * time.Millisecond)
 	store, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(s.dataDir, "vectors"), Collection: "rag_documents"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/workflows"
@@ -88,7 +87,6 @@ func TestIngestCommand(t *testing.T) {
 		t.Fatalf("GET /v1/documents/README.md: %d %v", code, err)
 	}
 	s.killWorker() // release the store
-	time.Sleep(200 * time.Millisecond)
 	store, err := vecstore.Open(vecstore.Options{Dir: filepath.Join(s.dataDir, "vectors"), Collection: "rag_documents"})
 	if err != nil {
 		t.Fatal(err)

@@ -80,6 +80,7 @@ type stack struct {
 	api     *httptest.Server
 	apiClient
 	worker  *exec.Cmd
+	exited  chan struct{} // closed when the worker process has exited
 	workerN int
 	env     []string
 }
@@ -165,16 +166,25 @@ func (s *stack) startWorker() {
 		s.t.Fatalf("start worker: %v", err)
 	}
 	s.worker = cmd
-	go func() { _ = cmd.Wait(); _ = logf.Close() }()
+	exited := make(chan struct{})
+	s.exited = exited
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
 }
 
-// killWorker kills the worker process with SIGKILL: no graceful shutdown.
+// killWorker kills the worker process with SIGKILL (no graceful shutdown)
+// and returns once it has exited, so that what it held (the vector store,
+// the transcripts) is free however long a loaded machine takes to reap it.
 func (s *stack) killWorker() {
 	if s.worker == nil || s.worker.Process == nil {
 		return
 	}
 	_ = s.worker.Process.Signal(syscall.SIGKILL)
 	s.worker = nil
+	select {
+	case <-s.exited:
+	case <-time.After(time.Minute):
+		s.t.Errorf("the worker did not exit within a minute of SIGKILL")
+	}
 }
 
 // stopWorker stops the worker as a deploy does (SIGTERM: it tells the

@@ -220,7 +220,6 @@ func TestAgentTaskPausesAndSurvivesRestarts(t *testing.T) {
 
 	// Killed while paused: the pause is durable.
 	s.killWorker()
-	time.Sleep(300 * time.Millisecond)
 	s.startWorker()
 
 	// Killed while a tool runs: the shop is locked (once the new worker has
@@ -290,7 +289,6 @@ func TestAgentTaskPausesAndSurvivesRestarts(t *testing.T) {
 	}
 
 	s.killWorker() // release the transcripts
-	time.Sleep(200 * time.Millisecond)
 	checkTaskTranscript(t, filepath.Join(s.dataDir, "transcripts", workflows.DefaultTenant, "shop:task:rows.jsonl"), len(counts)+1)
 }
 

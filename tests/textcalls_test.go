@@ -105,7 +105,6 @@ func TestAgentTaskToolCallsWrittenAsText(t *testing.T) {
 			t.Errorf("step 2 saw %+v", msgs)
 		}
 		s.killWorker() // release the transcripts
-		time.Sleep(200 * time.Millisecond)
 		checkTaskTranscript(t, filepath.Join(s.dataDir, "transcripts", workflows.DefaultTenant, "text:task:tagged.jsonl"), 1)
 		s.startWorker()
 	})
