@@ -340,3 +340,51 @@ func TestOTLPTracing(t *testing.T) {
 		t.Error("the collector got no span")
 	}
 }
+
+// okModel answers every call.
+type okModel struct{}
+
+func (okModel) Chat(_ context.Context, req activities.ChatRequest, _ func(string)) (activities.ChatResponse, error) {
+	return activities.ChatResponse{Content: "hi", Model: req.Model, PromptTokens: 3, CompletionTokens: 1, DoneReason: "stop"}, nil
+}
+
+// TestOTLPGenAI: with CTXFLOW_OTEL=otlp, the GenAI span of a model call in
+// an activity reaches the collector.
+func TestOTLPGenAI(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{spans: make(chan string, 10)}
+	srv := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(srv, c)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	tel, err := New(t.Context(), Options{Service: "ctxflow-worker", Tracing: "otlp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := TraceModel(okModel{}, "ollama")
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: WorkerInterceptors()})
+	env.RegisterActivityWithOptions(func(ctx context.Context) error {
+		_, err := model.Chat(ctx, activities.ChatRequest{Model: "m"}, nil)
+		return err
+	}, activity.RegisterOptions{Name: "Generate"})
+	if _, err := env.ExecuteActivity("Generate"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-c.spans:
+		if name != "chat m" {
+			t.Errorf("collector got %q", name)
+		}
+	default:
+		t.Error("the collector got no span")
+	}
+}
