@@ -231,11 +231,18 @@ func runDev(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.
 }
 
 func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger, tel *telemetry.Telemetry) error {
-	c, err := dialExternal(ctx, cfg, log, tel.ClientOptions)
+	sticky := worker.NewStickyQueues(cfg.DataDir, log)
+	c, err := dialExternal(ctx, cfg, log, tel.ClientOptions, sticky.ClientOptions)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	// Before this worker polls: the sessions of a worker killed on this
+	// data dir leave its sticky queue now, not after the sticky timeout.
+	if _, err := sticky.ReleaseDead(ctx, c.WorkflowService()); err != nil {
+		log.Warn("dead workers' sticky queues not released", "error", err)
+	}
+	defer sticky.Close()
 	if cfg.MetricsAddr != "" {
 		if err := telemetry.Serve(ctx, cfg.MetricsAddr, tel.Handler(), log); err != nil {
 			return err
@@ -340,6 +347,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 			log.Warn("close ports", "error", err)
 		}
 	}()
+	worker.SetBinaryChecksum()
 	w := worker.New(c, ports, cfg.WorkerActivities)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
