@@ -189,7 +189,7 @@ func TestGenAITraceTree(t *testing.T) {
 		"gen_ai.operation.name": "chat", "gen_ai.request.model": fakeollama.DefaultModel, "gen_ai.response.model": fakeollama.DefaultModel,
 		"gen_ai.provider.name": "ollama", "gen_ai.conversation.id": "traced", "ctxflow.tenant": workflows.DefaultTenant,
 	} {
-		if got := attr(chat, key).Emit(); got != want {
+		if got := attr(chat, key).String(); got != want {
 			t.Errorf("chat span %s = %q, want %q", key, got, want)
 		}
 	}
@@ -226,7 +226,7 @@ func TestGenAITraceTree(t *testing.T) {
 		"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_knowledge", "gen_ai.tool.type": "function",
 		"gen_ai.conversation.id": "traced",
 	} {
-		if got := attr(tool, key).Emit(); got != want {
+		if got := attr(tool, key).String(); got != want {
 			t.Errorf("tool span %s = %q, want %q", key, got, want)
 		}
 	}
