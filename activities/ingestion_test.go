@@ -216,7 +216,11 @@ func BenchmarkIngest(b *testing.B) {
 	b.Run("read+chunk", func(b *testing.B) {
 		b.SetBytes(int64(len(text)))
 		for b.Loop() {
-			doc, err := ingest.ReadDocument(path)
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			doc, err := ingest.ParseDocument(filepath.Ext(path), raw)
 			if err != nil {
 				b.Fatal(err)
 			}

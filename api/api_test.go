@@ -478,7 +478,7 @@ func checkStart(t *testing.T, opts client.StartWorkflowOptions, workflow any, in
 	if workflow != workflows.SessionWorkflowName {
 		t.Errorf("workflow = %v, want %s", workflow, workflows.SessionWorkflowName)
 	}
-	if in.Tenant != tenant || in.SessionID != id || in.Limits != workflows.DefaultLimits() {
+	if in.Tenant != tenant || in.SessionID != id || !reflect.DeepEqual(in.Limits, workflows.DefaultLimits()) {
 		t.Errorf("session input = %+v", in)
 	}
 	var cfg workflows.SessionConfig
@@ -1080,7 +1080,7 @@ func TestCreateSession(t *testing.T) {
 	if err := json.Unmarshal(s.in.Config, &cfg); err != nil || cfg != want {
 		t.Errorf("session input config = %s (%v), want %+v", s.in.Config, err, want)
 	}
-	if s.in.Tenant != "acme" || s.in.SessionID != resp.SessionID || s.in.Title != "Trip planning" || s.in.Limits != workflows.DefaultLimits() {
+	if s.in.Tenant != "acme" || s.in.SessionID != resp.SessionID || s.in.Title != "Trip planning" || !reflect.DeepEqual(s.in.Limits, workflows.DefaultLimits()) {
 		t.Errorf("session input = %+v", s.in)
 	}
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestPostCorrective(t *testing.T) {
 	want := workflows.CorrectiveInput{Query: "how much is it?", TopK: 3, SimilarityThreshold: d.SimilarityThreshold,
 		MaxRewriteAttempts: 0, GradePassThreshold: 0.8, SearchMode: d.SearchMode, Model: d.LLMModel, IncludeText: true, Tenant: workflows.DefaultTenant,
 		Limits: workflows.DefaultLimits()}
-	if len(got) != 1 || got[0] != want {
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Errorf("workflow input = %+v, want %+v", got, want)
 	}
 	if !strings.HasPrefix(opts[0].ID, "rag/") || opts[0].TaskQueue != workflows.TaskQueue || w.Header().Get("X-Workflow-ID") != opts[0].ID {

@@ -68,6 +68,9 @@ type Options struct {
 	// summary text; nil when this process cannot read them (see
 	// [Transcripts]).
 	Transcripts Transcripts
+	// ApproveTools are each tenant's approveTools ("*": every tenant's),
+	// given to the sessions it starts (workflows.Limits.ApproveTools).
+	ApproveTools map[string][]string
 	// Models tells the context a chat model is served with: a session whose
 	// window and answer cannot fit it is refused when it is created. nil:
 	// not checked.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -138,7 +139,9 @@ func (s *Server) sessionInput(ref sessionRef, title string, cfg workflows.Sessio
 	if err != nil {
 		return workflows.SessionInput{}, errInternal("encode config: %v", err)
 	}
-	return workflows.SessionInput{Tenant: ref.tenant, SessionID: ref.id, Title: title, Config: raw, Limits: s.opts.Limits}, nil
+	limits := s.opts.Limits
+	limits.ApproveTools = append(slices.Clone(s.opts.ApproveTools["*"]), s.opts.ApproveTools[ref.tenant]...)
+	return workflows.SessionInput{Tenant: ref.tenant, SessionID: ref.id, Title: title, Config: raw, Limits: limits}, nil
 }
 
 type createSessionRequest struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -120,8 +121,20 @@ func ValidateApproveTools(patterns []string) error {
 	return nil
 }
 
+// union returns a's patterns, then b's that a lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, p := range b {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // requiresApproval reports whether a call of the tool waits for approval:
-// the tool says so, or a pattern of the session's approveTools names it.
+// the tool says so, or a pattern of the session's approveTools (its
+// tenant's included) names it.
 func (t *task) requiresApproval(name string) bool {
 	if info, ok := t.catalog[name]; ok && info.RequiresApproval {
 		return true

@@ -34,6 +34,11 @@ type Limits struct {
 	// MaxQuestionBytes bounds a turn's question and a task's goal
 	// (CTXFLOW_MAX_QUESTION_BYTES; 0: DefaultMaxQuestionBytes).
 	MaxQuestionBytes int `json:"maxQuestionBytes,omitempty"`
+	// ApproveTools are the session's tenant's approveTools
+	// (CTXFLOW_APPROVE_TOOLS), set by the API when it starts the session:
+	// glob patterns of tool names whose calls wait for approval, added to
+	// the session's own, which cannot remove them.
+	ApproveTools []string `json:"approveTools,omitempty"`
 }
 
 // DefaultLimits returns the defaults documented in the README.
@@ -100,5 +105,5 @@ func (l Limits) Validate() error {
 	case l.MaxQuestionBytes != 0 && (l.MaxQuestionBytes < 1024 || l.MaxQuestionBytes > 1<<20):
 		return fmt.Errorf("max question bytes %d out of range [1024, 1048576]", l.MaxQuestionBytes)
 	}
-	return nil
+	return ValidateApproveTools(l.ApproveTools)
 }

@@ -75,7 +75,7 @@ func (s *session) startTask(ctx workflow.Context, req TurnRequest, cfg SessionCo
 	child := workflow.ExecuteChildWorkflow(cctx, TaskWorkflowName, TaskInput{
 		Tenant: s.key.Tenant, SessionID: s.key.SessionID, TaskID: req.TurnID, Goal: req.Question, MaxSteps: maxSteps,
 		Model: cfg.LLMModel, Facts: s.st.Facts, Notify: workflow.GetInfo(ctx).WorkflowExecution.ID, Limits: s.limits,
-		RecentMessages: s.limits.TaskRecentMessages, ApproveTools: cfg.ApproveTools.List(), ApprovalTimeout: cfg.ApprovalWait(),
+		RecentMessages: s.limits.TaskRecentMessages, ApproveTools: union(cfg.ApproveTools.List(), s.limits.ApproveTools), ApprovalTimeout: cfg.ApprovalWait(),
 	})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		return TaskEvent{TaskID: req.TurnID}, fmt.Errorf("start task %s: %w", req.TurnID, err)

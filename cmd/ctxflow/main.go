@@ -417,7 +417,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
 		IngestWaitTimeout: cfg.IngestWaitTimeout, MaxInFlight: cfg.MaxInFlight, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
-		Metrics: tel.Handler(), TokenSecret: secret, Models: modelContext(cfg, log),
+		Metrics: tel.Handler(), TokenSecret: secret, Models: modelContext(cfg, log), ApproveTools: cfg.ApproveTools,
 	}).Handler()
 	addr := cfg.ListenAddr(shared.dev)
 	ln, err := net.Listen("tcp", addr)

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +101,9 @@ type Config struct {
 	// one call of their tools.
 	MCPServers string
 	MCPTimeout time.Duration
+	// ApproveTools are each tenant's approveTools (CTXFLOW_APPROVE_TOOLS;
+	// "*" names every tenant): added to its sessions' own.
+	ApproveTools map[string][]string
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -174,6 +179,7 @@ var Vars = []Var{
 	{"CTXFLOW_TOOL_RESULT_MAX_BYTES", "65536", "bytes of a tool result's JSON stored in the transcript: a larger one is cut there, and what is stored (and shown to the model) says what was cut"},
 	{"CTXFLOW_MCP_SERVERS", "unset", "MCP servers whose tools agent tasks may call (named `mcp:<server>/<tool>`): `name=stdio:command args…` or `name=http(s)://…/mcp`, separated by `;`, or a JSON array of `{\"name\", \"command\": [...] | \"url\", \"env\", \"headers\", \"timeout\", \"tenants\"}` (see [MCP tools](#mcp-tools)). A task lists them when it starts; unset: none"},
 	{"CTXFLOW_MCP_TIMEOUT", "60s", "timeout of one MCP tool call (an activity; a server's `timeout` overrides it); tools the server marks read-only or idempotent are tried 3 times, others once"},
+	{"CTXFLOW_APPROVE_TOOLS", "unset", "tools whose calls wait for a person's approval, per tenant, added to each session's `approveTools` (which cannot remove them): `tenant=pattern,pattern` separated by `;`, glob patterns of tool names (`run_sql`, `mcp:filesystem/*`); tenant `*` is every tenant, e.g. `*=run_sql;acme=mcp:*`. For sessions started (or continued as new) after the setting"},
 	{"CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys"},
 	{"CTXFLOW_API_KEYS_FILE", "unset", "a file of API keys, one `tenant:<sha256>` a line (`#` comments), added to `CTXFLOW_API_KEYS`"},
 	{"CTXFLOW_TOKEN_SECRET", "unset", "secret that signs the page tokens of `GET /v1/sessions` (16 bytes at least); unset: a random one kept in `$CTXFLOW_DATA_DIR/token-secret`. The API processes of one deployment share it"},
@@ -233,6 +239,7 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	c.OpenAIAPIKey = p.str("CTXFLOW_OPENAI_API_KEY", "")
 	c.OpenAIContextLength = p.int("CTXFLOW_OPENAI_CONTEXT_LENGTH", 0)
 	c.MCPServers = p.str("CTXFLOW_MCP_SERVERS", "")
+	c.ApproveTools = p.approveTools("CTXFLOW_APPROVE_TOOLS")
 	if c.MCPTimeout = p.dur("CTXFLOW_MCP_TIMEOUT", time.Minute); c.MCPTimeout <= 0 {
 		p.errs = append(p.errs, fmt.Errorf("CTXFLOW_MCP_TIMEOUT %s: want more than 0", c.MCPTimeout))
 	}
@@ -470,6 +477,41 @@ func (p *parser) raw(name string) (string, bool) {
 	v, ok := p.lookup(name)
 	v = strings.TrimSpace(v)
 	return v, ok && v != ""
+}
+
+// approveTools reads `tenant=pattern,pattern;…`.
+func (p *parser) approveTools(name string) map[string][]string {
+	v := p.str(name, "")
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	out := map[string][]string{}
+	for part := range strings.SplitSeq(v, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		tenant, list, ok := strings.Cut(part, "=")
+		tenant = strings.TrimSpace(tenant)
+		if !ok || tenant == "" {
+			p.errs = append(p.errs, fmt.Errorf("%s: %q: want tenant=pattern,pattern (tenant * for every tenant)", name, clip(part, 60)))
+			continue
+		}
+		if tenant != "*" {
+			if err := workflows.ValidateID("tenant", tenant); err != nil {
+				p.errs = append(p.errs, fmt.Errorf("%s: %w", name, err))
+				continue
+			}
+		}
+		for pat := range strings.SplitSeq(list, ",") {
+			if pat = strings.TrimSpace(pat); pat != "" && !slices.Contains(out[tenant], pat) {
+				out[tenant] = append(out[tenant], pat)
+			}
+		}
+		if err := workflows.ValidateApproveTools(out[tenant]); err != nil || len(out[tenant]) == 0 {
+			p.errs = append(p.errs, fmt.Errorf("%s: tenant %s: %v", name, tenant, cmp.Or[error](err, errors.New("no pattern"))))
+		}
+	}
+	return out
 }
 
 func (p *parser) str(name, def string) string {

@@ -131,6 +131,9 @@ func TestOverrides(t *testing.T) {
 		{"CTXFLOW_OPENAI_BASE_URL", "http://vllm:8000/v1", func(c Config) bool { return c.OpenAIBaseURL == "http://vllm:8000/v1" }},
 		{"CTXFLOW_OPENAI_API_KEY", "sk-test", func(c Config) bool { return c.OpenAIAPIKey == "sk-test" }},
 		{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "32768", func(c Config) bool { return c.OpenAIContextLength == 32768 }},
+		{"CTXFLOW_APPROVE_TOOLS", "*=run_sql; acme=mcp:fs/*, run_sql,run_sql;", func(c Config) bool {
+			return reflect.DeepEqual(c.ApproveTools, map[string][]string{"*": {"run_sql"}, "acme": {"mcp:fs/*", "run_sql"}})
+		}},
 		{"CTXFLOW_MODEL_PROVIDER", "offline", func(c Config) bool { return c.ModelProvider == "offline" }},
 		{"CTXFLOW_COLLECTION", "docs", func(c Config) bool { return c.Collection == "docs" }},
 		{"CTXFLOW_VECTOR_STORE", "milvus", func(c Config) bool { return c.VectorStore == "milvus" }},
@@ -257,6 +260,10 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_OPENAI_BASE_URL", "vllm:8000/v1"},
 		{"CTXFLOW_OPENAI_BASE_URL", "ftp://vllm/v1"},
 		{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "100"},
+		{"CTXFLOW_APPROVE_TOOLS", "run_sql"},
+		{"CTXFLOW_APPROVE_TOOLS", "acme="},
+		{"CTXFLOW_APPROVE_TOOLS", "acme=[run"},
+		{"CTXFLOW_APPROVE_TOOLS", "bad tenant=run_sql"},
 		{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "-1"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "sqlite"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "postgres"}, // without DATABASE_URL
@@ -310,7 +317,7 @@ func readNames(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readers := map[string]bool{"str": true, "int": true, "dur": true, "bool": true, "raw": true, "lookup": true, "Getenv": true, "LookupEnv": true}
+	readers := map[string]bool{"str": true, "int": true, "dur": true, "bool": true, "raw": true, "approveTools": true, "lookup": true, "Getenv": true, "LookupEnv": true}
 	var names []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
