@@ -99,6 +99,7 @@ BENCH_THROUGHPUT ?= 60x
 BENCH_REF ?= 10x
 BENCH_HISTORY ?= 100
 BENCH_AGENT ?= 2x
+BENCH_KILL ?= 3x
 BENCH_LONG ?= 5x
 BENCH_LONG_MESSAGES ?= 10000
 BENCH_FACT_TURNS ?= 40
@@ -112,6 +113,7 @@ BENCH_THROUGHPUT ?= 1000x
 BENCH_REF ?= 30x
 BENCH_HISTORY ?= 10000
 BENCH_AGENT ?= 10x
+BENCH_KILL ?= 10x
 BENCH_LONG ?= 30x
 BENCH_LONG_MESSAGES ?= 100000
 BENCH_FACT_TURNS ?= 200
@@ -129,6 +131,7 @@ bench:
 	  $(BENCH_GO) -bench='^BenchmarkThroughput$$' -benchtime=$(BENCH_THROUGHPUT) ./tests/ && \
 	  CTXFLOW_BENCH_HISTORY_TURNS=$(BENCH_HISTORY) $(BENCH_GO) -bench='^BenchmarkHistory$$' -benchtime=1x ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkAgentStep$$' -benchtime=$(BENCH_AGENT) ./tests/ && \
+	  $(BENCH_GO) -bench='^BenchmarkWorkerKill$$' -benchtime=$(BENCH_KILL) ./tests/ && \
 	  CTXFLOW_BENCH_LONG_MESSAGES=$(BENCH_LONG_MESSAGES) $(BENCH_GO) -bench='^BenchmarkLongSession$$' -benchtime=$(BENCH_LONG) ./tests/ && \
 	  CTXFLOW_BENCH_FACT_TURNS=$(BENCH_FACT_TURNS) $(BENCH_GO) -bench='^BenchmarkPromptTokens$$' -benchtime=1x ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkFourActivityWorkflow$$' -benchtime=$(BENCH_REF) ./internal/devserver/ && \

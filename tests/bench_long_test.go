@@ -82,8 +82,8 @@ func BenchmarkLongSession(b *testing.B) {
 	b.StopTimer()
 	// After a restart the transcript is read cold. A deploy stops the
 	// worker (SIGTERM), which hands the session back at once; after a
-	// crash (SIGKILL) the server first waits out the dead worker's sticky
-	// queue (5 s).
+	// crash (SIGKILL) the new worker unloads the dead one's sticky queue
+	// (worker.StickyQueues; else the server waits out its 5 s timeout).
 	cold := func(stop func(), id string) time.Duration {
 		stop()
 		s.startWorker()
