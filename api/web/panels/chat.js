@@ -94,7 +94,11 @@ export default {
         return h('div.bubble.other', { dataset: { id: m.id } }, h('span.role', {}, m.role), ' ', m.content);
       }
       const r = app.results.get(turnOf(m));
-      const el = h('div.bubble.assistant', { dataset: { id: m.id } }, h('div.text', {}, m.content));
+      // A stopped turn's partial answer: kept in the transcript, never shown
+      // to the model again.
+      const cancelled = m.meta && m.meta.status === 'cancelled';
+      const el = h(cancelled ? 'div.bubble.assistant.cancelled' : 'div.bubble.assistant', { dataset: { id: m.id } }, h('div.text', {}, m.content),
+        cancelled ? h('div.meta', {}, h('span.badge.cancelled', { title: 'Stopped: a partial answer, left out of what the model reads next' }, 'cancelled')) : null);
       if (!r) {
         const more = h('details.turn', {
           ontoggle: async () => {

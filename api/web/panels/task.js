@@ -21,21 +21,28 @@ export default {
     let error = null;
     let running = '';
     let loadedKey = '';
+    const drafts = new Map(); // taskId/callId → {args, note} as typed
 
-    // act runs a task turn (start or continue) and waits for its next
-    // pause or its end.
-    async function act(what, path, req) {
+    // act runs a task turn (start, continue or a decision on a pending
+    // call) and waits for the task's next stop (a pause, an approval, its
+    // end). The task's own state is read then: the session learns it from
+    // the task's event a moment later, and until it does its state still
+    // shows the task as before (the decided call, say, still pending).
+    async function act(what, path, req, taskId) {
       running = what;
       error = null;
       render();
+      let id = taskId;
       try {
         const res = await api('POST', path, req).catch((e) => {
           if (e.body && e.body.turn) return e.body.turn;
           throw e;
         });
-        if (res.error) error = { code: res.errorCode, message: res.error };
+        if (res && res.error) error = { code: res.errorCode, message: res.error };
+        if (res && res.task && res.task.taskId) id = res.task.taskId;
       } catch (e) { error = e; }
       running = '';
+      if (id) await load(id);
       await app.refresh();
     }
 
@@ -44,28 +51,41 @@ export default {
       if (!app.session) { error = { message: 'Select or create a session first.' }; render(); return; }
       const req = { goal: goal.value.trim(), taskId: newId('task') };
       if (maxSteps.value) req.config = { maxSteps: Number(maxSteps.value) };
-      return act('starting…', `${sessionPath(app.session)}/tasks?wait=true`, req);
+      return act('starting…', `${sessionPath(app.session)}/tasks?wait=true`, req, req.taskId);
     }
 
+    // load reads a task's state; only the latest load is shown.
+    let loads = 0;
     async function load(id) {
+      const n = ++loads;
+      const session = app.session;
       try {
-        task = await api('GET', `${sessionPath(app.session)}/tasks/${encodeURIComponent(id)}`);
-      } catch (e) { error = e; }
+        const got = await api('GET', `${sessionPath(session)}/tasks/${encodeURIComponent(id)}`);
+        if (n === loads && session === app.session) task = got;
+      } catch (e) { if (n === loads) error = e; }
       render();
     }
 
     // approval shows a call waiting for approval with Approve, Edit (the
-    // arguments as edited in the box) and Reject (with the message).
+    // arguments as edited in the box) and Reject (with the message). What
+    // is typed in the boxes is kept across renders (an error shown, the
+    // session refreshed) until the call is decided.
     function approval(t, p) {
-      const args = h('textarea.args', { rows: 2, value: p.arguments, dataset: { call: p.callId } });
-      const note = h('input.note', { type: 'text', placeholder: 'message (for a rejection)' });
-      const decide = (decision) => {
+      const key = `${t.taskId}/${p.callId}`; // call ids repeat across tasks
+      const draft = drafts.get(key) || { args: p.arguments, note: '' };
+      const keep = () => drafts.set(key, draft);
+      const args = h('textarea.args', { rows: 2, value: draft.args, dataset: { call: p.callId },
+        oninput: () => { draft.args = args.value; keep(); } });
+      const note = h('input.note', { type: 'text', value: draft.note, placeholder: 'message (for a rejection)',
+        oninput: () => { draft.note = note.value; keep(); } });
+      const decide = async (decision) => {
         const req = { decision };
         if (decision === 'edit') {
           try { req.arguments = JSON.parse(args.value); } catch { error = { message: 'The arguments are not valid JSON.' }; render(); return; }
         }
         if (decision === 'reject' && note.value.trim()) req.message = note.value.trim();
-        return act(`${decision}…`, `${sessionPath(app.session)}/tasks/${encodeURIComponent(t.taskId)}/approvals/${encodeURIComponent(p.callId)}`, req);
+        await act(`${decision}…`, `${sessionPath(app.session)}/tasks/${encodeURIComponent(t.taskId)}/approvals/${encodeURIComponent(p.callId)}`, req, t.taskId);
+        if (!error) drafts.delete(key); // refused: what was typed stays to be fixed
       };
       return h('li.pending-call', { dataset: { call: p.callId } },
         h('code', {}, p.tool), p.reason ? h('div.muted', {}, p.reason) : null, args, note,
@@ -109,8 +129,11 @@ export default {
       const key = ref ? `${app.session}/${ref.taskId}/${ref.status}/${ref.step}` : app.session;
       if (key !== loadedKey) {
         loadedKey = key;
-        task = null;
-        if (ref) load(ref.taskId);
+        // The same task stays in view while it is read again (no
+        // "Loading" flash after a decision); another one, or none, not.
+        const t = task && task.sessionId === app.session && task.task;
+        if (!ref || !t || t.taskId !== ref.taskId) task = null;
+        if (ref && !(t && t.taskId === ref.taskId && t.status === ref.status && t.step === ref.step)) load(ref.taskId);
       }
       render();
     });
