@@ -45,12 +45,14 @@ func TestParseHost(t *testing.T) {
 }
 
 func TestNewConfig(t *testing.T) {
+	// The environment is internal/config's to read: an empty Host is
+	// DefaultHost whatever OLLAMA_HOST says.
 	t.Setenv("OLLAMA_HOST", "example.com:1234")
 	c, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Host() != "http://example.com:1234" || c.timeout != DefaultTimeout || c.keepAlive != nil {
+	if c.Host() != DefaultHost || c.timeout != DefaultTimeout || c.keepAlive != nil {
 		t.Errorf("defaults: host %s, timeout %v, keepAlive %v", c.Host(), c.timeout, c.keepAlive)
 	}
 

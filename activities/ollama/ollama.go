@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -31,20 +30,20 @@ import (
 	"github.com/ctxflow/ctxflow/convo"
 )
 
-// DefaultHost is the server address used when neither Config.Host nor the
-// OLLAMA_HOST environment variable is set.
+// DefaultHost is the server address used when Config.Host is empty. The
+// package does not read the environment: the worker passes OLLAMA_HOST as
+// internal/config read it.
 const DefaultHost = "http://127.0.0.1:11434"
 
-// DefaultTimeout bounds one call when Config.Timeout is zero. It matches the
-// LLM_TIMEOUT default of DESIGN §8.
+// DefaultTimeout bounds one call when Config.Timeout is zero (the worker
+// sets Timeout from LLM_TIMEOUT).
 const DefaultTimeout = 60 * time.Second
 
 // Config configures a [Client]. The zero value is usable: it talks to
-// OLLAMA_HOST (or [DefaultHost]) with a [DefaultTimeout] per call.
+// [DefaultHost] with a [DefaultTimeout] per call.
 type Config struct {
 	// Host is the server address, in OLLAMA_HOST syntax:
-	// "[scheme://]host[:port][/path]". Empty means the OLLAMA_HOST
-	// environment variable, then DefaultHost. As in Ollama, a host without a
+	// "[scheme://]host[:port][/path]". Empty means DefaultHost. As in Ollama, a host without a
 	// scheme gets http and port 11434, and "http://host" or "https://host"
 	// without a port gets port 80 or 443.
 	Host string
@@ -86,11 +85,7 @@ var _ activities.ChatModel = (*Client)(nil)
 // New returns a client for the server cfg names. It does not contact the
 // server: use [Client.Ping] for that.
 func New(cfg Config) (*Client, error) {
-	host := cfg.Host
-	if host == "" {
-		host = os.Getenv("OLLAMA_HOST")
-	}
-	base, err := parseHost(host)
+	base, err := parseHost(cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("ollama: %w", err)
 	}

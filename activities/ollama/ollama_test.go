@@ -489,8 +489,7 @@ func TestAgainstFake(t *testing.T) {
 	fake := fakeollama.New(fakeollama.Options{})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	t.Setenv("OLLAMA_HOST", srv.URL) // Config.Host empty: taken from the environment
-	c, err := ollama.New(ollama.Config{})
+	c, err := ollama.New(ollama.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
