@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // KnownFacts are what a session's agent tasks found out about their
@@ -49,7 +51,7 @@ func (f *KnownFacts) Merge(d KnownFacts) {
 
 func mergeFacts(have, add []TableFact) []TableFact {
 	for _, a := range add {
-		a.Text = clipText(a.Text, maxFactText)
+		a.Text = convo.Clip(a.Text, maxFactText)
 		if i := slices.IndexFunc(have, func(h TableFact) bool { return h.Table == a.Table }); i >= 0 {
 			have[i] = a
 		} else if len(have) < maxFactTables {
@@ -63,7 +65,7 @@ func appendBounded(have, add []string) []string {
 	for _, a := range add {
 		// A repeat moves to the end, so that the newest are the ones kept
 		// and merging the same facts again changes nothing.
-		a = clipText(a, maxFactText)
+		a = convo.Clip(a, maxFactText)
 		have = append(slices.DeleteFunc(slices.Clone(have), func(h string) bool { return h == a }), a)
 	}
 	if n := len(have) - maxFactHistory; n > 0 {

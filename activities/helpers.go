@@ -95,27 +95,6 @@ func withContext(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return runePrefix(s, n) + "…"
-}
-
-// runePrefix is the longest prefix of s of at most n bytes that ends at a
-// character's start.
-func runePrefix(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
 // errNoJSON is returned when a model's structured answer cannot be read
 // even after it was shown its parse error.
 var errNoJSON = errors.New("no valid JSON after a correction attempt")

@@ -38,7 +38,7 @@ func (m ModelIntents) Classify(ctx context.Context, model, question string, rece
 		names[i] = l.Label
 		fmt.Fprintf(&system, "- %s: %s. Examples: %s\n", l.Label, l.Description, strings.Join(l.Examples[:min(4, len(l.Examples))], " | "))
 	}
-	user := fmt.Sprintf("Recent intents, oldest first: %s\nLatest message: %s", orNone(recent), clipText(question, 2000))
+	user := fmt.Sprintf("Recent intents, oldest first: %s\nLatest message: %s", orNone(recent), convo.Clip(question, 2000))
 	schema, _ := json.Marshal(map[string]any{
 		"type": "object", "required": []string{"intent", "confidence"}, "additionalProperties": false,
 		"properties": map[string]any{

@@ -90,7 +90,7 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 	defer keepAlive(ctx)()
 	info, err := a.Store.Info(ctx)
 	if err != nil {
-		return RetrieveResult{}, fmt.Errorf("retrieve %q: collection info: %w", clipText(in.Query, 60), err)
+		return RetrieveResult{}, fmt.Errorf("retrieve %q: collection info: %w", convo.Clip(in.Query, 60), err)
 	}
 	if info.Count == 0 {
 		return RetrieveResult{Empty: true}, nil
@@ -112,14 +112,14 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 	}
 	hits, err := a.Store.Search(ctx, req)
 	if errors.Is(err, ErrDimension) { // the collection changed under us
-		return res, Permanent(CodeDimensionMismatch, fmt.Sprintf("retrieve %q: %v", clipText(in.Query, 60), err), err)
+		return res, Permanent(CodeDimensionMismatch, fmt.Sprintf("retrieve %q: %v", convo.Clip(in.Query, 60), err), err)
 	}
 	if err != nil {
-		return res, fmt.Errorf("retrieve %q: %w", clipText(in.Query, 60), err)
+		return res, fmt.Errorf("retrieve %q: %w", convo.Clip(in.Query, 60), err)
 	}
 	for _, h := range hits {
 		if err := ctx.Err(); err != nil { // past the deadline: Temporal has given up on this attempt
-			return RetrieveResult{}, fmt.Errorf("retrieve %q: %w", clipText(in.Query, 60), err)
+			return RetrieveResult{}, fmt.Errorf("retrieve %q: %w", convo.Clip(in.Query, 60), err)
 		}
 		d := RetrievedDoc{
 			ID: h.Chunk.ID, DocumentID: h.Chunk.DocumentID, Source: h.Chunk.Metadata["source"],
@@ -254,7 +254,7 @@ func (a *RAG) GradeDoc(ctx context.Context, in GradeInput) (Grade, error) {
 	defer keepAlive(ctx)()
 	g, err := a.Grader.Grade(ctx, in.Model, in.Query, in.Doc.Text)
 	if err != nil {
-		return Grade{}, modelFailure(fmt.Sprintf("grade %s for %q", in.Doc.ID, clipText(in.Query, 60)), err)
+		return Grade{}, modelFailure(fmt.Sprintf("grade %s for %q", in.Doc.ID, convo.Clip(in.Query, 60)), err)
 	}
 	g.Confidence = min(max(g.Confidence, 0), 1)
 	return g, nil
@@ -276,7 +276,7 @@ func (a *RAG) Reformulate(ctx context.Context, in ReformulateInput) (Reformulati
 		Original: in.Original, Current: in.Current, Failed: in.Failed, History: in.History,
 	})
 	if err != nil {
-		return Reformulation{}, modelFailure(fmt.Sprintf("rewrite %q", clipText(in.Current, 60)), err)
+		return Reformulation{}, modelFailure(fmt.Sprintf("rewrite %q", convo.Clip(in.Current, 60)), err)
 	}
 	r.RewrittenQuery = strings.TrimSpace(r.RewrittenQuery)
 	return r, nil
@@ -321,11 +321,11 @@ func (a *RAG) Answer(ctx context.Context, in AnswerInput) (AnswerResult, error) 
 	}
 	resp, err := a.Model.Chat(ctx, ChatRequest{Model: in.Model, Messages: msgs, Options: in.Options}, nil)
 	if err != nil {
-		return AnswerResult{}, modelFailure(fmt.Sprintf("answer %q with %s", clipText(in.Query, 60), in.Model), err)
+		return AnswerResult{}, modelFailure(fmt.Sprintf("answer %q with %s", convo.Clip(in.Query, 60), in.Model), err)
 	}
 	answer := strings.TrimSpace(resp.Content)
 	if answer == "" {
-		return AnswerResult{}, fmt.Errorf("answer %q: %s returned an empty answer", clipText(in.Query, 60), in.Model)
+		return AnswerResult{}, fmt.Errorf("answer %q: %s returned an empty answer", convo.Clip(in.Query, 60), in.Model)
 	}
 	model := resp.Model
 	if model == "" {
@@ -395,7 +395,7 @@ func KnowledgeTool(rag *RAG) Tool {
 			}{Passages: []passage{}, Empty: res.Empty}
 			for _, d := range res.Docs {
 				if d.Kept {
-					out.Passages = append(out.Passages, passage{ID: d.ID, Source: d.Source, Text: clipText(d.Text, 800)})
+					out.Passages = append(out.Passages, passage{ID: d.ID, Source: d.Source, Text: convo.Clip(d.Text, 800)})
 				}
 			}
 			return out, nil

@@ -161,7 +161,7 @@ func checkRewrite(question, rewritten, topic string) error {
 func rewriteInput(req RewriteRequest) string {
 	var b strings.Builder
 	if s := strings.TrimSpace(req.Summary); s != "" {
-		fmt.Fprintf(&b, "Summary of the earlier conversation:\n%s\n\n", clipText(s, 3000))
+		fmt.Fprintf(&b, "Summary of the earlier conversation:\n%s\n\n", convo.Clip(s, 3000))
 	}
 	topic := strings.TrimSpace(req.Topic)
 	if topic == "" {
@@ -178,8 +178,8 @@ func rewriteInput(req RewriteRequest) string {
 		if text == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "%s: %s\n", role, clipText(text, rewriterMessageChars))
+		fmt.Fprintf(&b, "%s: %s\n", role, convo.Clip(text, rewriterMessageChars))
 	}
-	fmt.Fprintf(&b, "\nLatest question: %s", clipText(strings.TrimSpace(req.Question), 4000))
+	fmt.Fprintf(&b, "\nLatest question: %s", convo.Clip(strings.TrimSpace(req.Question), 4000))
 	return b.String()
 }

@@ -40,7 +40,7 @@ Do not repeat a query that was already tried. Answer with JSON only: {"rewritten
 
 // Grade implements [Grader].
 func (g ModelGrader) Grade(ctx context.Context, model, query, document string) (Grade, error) {
-	user := fmt.Sprintf("Question: %s\n\nDocument:\n%s", query, clipText(document, 6000))
+	user := fmt.Sprintf("Question: %s\n\nDocument:\n%s", query, convo.Clip(document, 6000))
 	var out Grade
 	err := chatJSON(ctx, g.Model, model, gradePrompt, user, gradeSchema, &out, func() error {
 		if strings.TrimSpace(out.Reasoning) == "" {
@@ -59,7 +59,7 @@ func (r ModelReformulator) Reformulate(ctx context.Context, model string, req Re
 		b.WriteString("(nothing was retrieved)\n")
 	}
 	for i, f := range req.Failed {
-		fmt.Fprintf(&b, "%d. %s\n", i+1, clipText(strings.TrimSpace(f), 500))
+		fmt.Fprintf(&b, "%d. %s\n", i+1, convo.Clip(strings.TrimSpace(f), 500))
 	}
 	b.WriteString("\nEarlier rewrites:\n")
 	if len(req.History) == 0 {
@@ -125,7 +125,7 @@ func decodeJSONAnswer(answer string, out any, check func() error) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("decode %s: %w", clipText(string(raw), 200), err)
+		return fmt.Errorf("decode %s: %w", convo.Clip(string(raw), 200), err)
 	}
 	return check()
 }

@@ -51,7 +51,7 @@ func capResult(result string, max int) string {
 	if len(result) <= max {
 		return result
 	}
-	partial := runePrefix(result, max)
+	partial := convo.RunePrefix(result, max)
 	b, _ := json.Marshal(struct {
 		Cut     string `json:"cut"`
 		Partial string `json:"partial"`
@@ -208,7 +208,7 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 		if err := add(convo.Message{ID: stepID(in.Step, "error"), Role: convo.RoleUser, Content: obs}); err != nil {
 			return res, err
 		}
-		res.ParseError = clipText(step.ParseError, 300)
+		res.ParseError = convo.Clip(step.ParseError, 300)
 	case len(step.Calls) == 0:
 		answer := strings.TrimSpace(step.Answer)
 		if answer == "" {
@@ -223,7 +223,7 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 			if err := add(convo.Message{ID: stepID(in.Step, "think"), Role: convo.RoleAssistant, Content: t}); err != nil {
 				return res, err
 			}
-			res.Thought = clipText(t, 500)
+			res.Thought = convo.Clip(t, 500)
 		}
 		for i, c := range step.Calls {
 			id := stepID(in.Step, fmt.Sprintf("c%d", i+1))
@@ -235,7 +235,7 @@ func (a *Agent) Think(ctx context.Context, in ThinkInput) (ThinkResult, error) {
 			if err := add(convo.Message{ID: id, Role: convo.RoleToolCall, ToolCall: call}); err != nil {
 				return res, err
 			}
-			res.Calls = append(res.Calls, CallRef{ID: id, Name: c.Name, Args: clipText(string(args), 200)})
+			res.Calls = append(res.Calls, CallRef{ID: id, Name: c.Name, Args: convo.Clip(string(args), 200)})
 		}
 	}
 	return res, nil
@@ -256,7 +256,7 @@ func (a *Agent) storedStep(ctx context.Context, in ThinkInput) (ThinkResult, boo
 	if m, ok, err := get("think"); err != nil {
 		return res, false, err
 	} else if ok {
-		res.Thought = clipText(m.Content, 500)
+		res.Thought = convo.Clip(m.Content, 500)
 	}
 	for i := 1; ; i++ {
 		m, ok, err := get(fmt.Sprintf("c%d", i))
@@ -266,7 +266,7 @@ func (a *Agent) storedStep(ctx context.Context, in ThinkInput) (ThinkResult, boo
 		if !ok || m.ToolCall == nil {
 			break
 		}
-		res.Calls = append(res.Calls, CallRef{ID: m.ID, Name: m.ToolCall.Name, Args: clipText(string(m.ToolCall.Args), 200)})
+		res.Calls = append(res.Calls, CallRef{ID: m.ID, Name: m.ToolCall.Name, Args: convo.Clip(string(m.ToolCall.Args), 200)})
 		res.Leaf = m.ID
 	}
 	return res, len(res.Calls) > 0, nil
@@ -377,7 +377,7 @@ func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult,
 		return res, fmt.Errorf("read result %s of %s: %w", res.ResultID, in.Task, err)
 	} else if ok {
 		res.OK = !strings.HasPrefix(stored.Content, `{"error"`)
-		res.Observation = clipText(stored.Content, 160)
+		res.Observation = convo.Clip(stored.Content, 160)
 		return a.due(ctx, in, res)
 	}
 	remote, err := a.remoteSpecs(ctx, in.Task, in.ToolsID)
@@ -391,7 +391,7 @@ func (a *Agent) CallTool(ctx context.Context, in CallToolInput) (CallToolResult,
 	if err := a.storeResult(ctx, in.Task, in.CallID, in.ParentID, content); err != nil {
 		return res, err
 	}
-	res.OK, res.Observation, res.Facts = ok, clipText(content, 160), facts
+	res.OK, res.Observation, res.Facts = ok, convo.Clip(content, 160), facts
 	return a.due(ctx, in, res)
 }
 
@@ -726,7 +726,7 @@ func StepsSummary(goal string, facts KnownFacts, step int, uses []ToolUse, recen
 	var problems []string
 	for _, s := range recent {
 		if !s.OK {
-			problems = append(problems, fmt.Sprintf(w.problem, s.N, clipText(s.Observation, 120)))
+			problems = append(problems, fmt.Sprintf(w.problem, s.N, convo.Clip(s.Observation, 120)))
 		}
 	}
 	if len(problems) > 0 {

@@ -266,7 +266,7 @@ func objectArgs(tool string, a json.RawMessage) (json.RawMessage, error) {
 	}
 	var b bytes.Buffer
 	if len(a) == 0 || a[0] != '{' || json.Compact(&b, a) != nil {
-		return nil, fmt.Errorf("the arguments of %s are not a JSON object: %s", tool, clipText(string(a), 80))
+		return nil, fmt.Errorf("the arguments of %s are not a JSON object: %s", tool, convo.Clip(string(a), 80))
 	}
 	return b.Bytes(), nil
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -75,7 +75,7 @@ func (s *Server) postCorrective(c *gin.Context) {
 	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: "rag/" + id, TaskQueue: workflows.TaskQueue,
 		WorkflowExecutionTimeout: s.opts.TurnWaitTimeout + time.Minute,
-		StaticSummary:            "Corrective RAG: " + clipRunes(body.Query, 80),
+		StaticSummary:            "Corrective RAG: " + convo.Clip(body.Query, 80),
 	}, workflows.CorrectiveRAGWorkflowName, in)
 	if err != nil {
 		writeError(c, fromTemporal("corrective query", err))
@@ -95,12 +95,4 @@ func (s *Server) postCorrective(c *gin.Context) {
 	}
 	c.Header("X-Workflow-ID", run.GetID())
 	c.JSON(http.StatusOK, correctiveResponse{Success: true, CorrectiveResult: res})
-}
-
-// clipRunes shortens s to n runes.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n]) + "…"
 }

@@ -97,7 +97,7 @@ func checkCollection(field, name, coll string) error {
 		return nil
 	}
 	return errInvalid("%s %q is not the knowledge base's collection %q: ctxflow searches the collection its workers are configured with (CTXFLOW_COLLECTION); leave it out or send %q",
-		field, clipRunes(name, 80), coll, coll)
+		field, convo.Clip(name, 80), coll, coll)
 }
 
 func (s *Server) contextPost(c *gin.Context, coll string) {
@@ -122,7 +122,7 @@ func (s *Server) contextPost(c *gin.Context, coll string) {
 	case "compress":
 		s.seedCompress(c, req.SessionID)
 	default:
-		writeError(c, errInvalid("action %q: want query, create-session, delete-session or compress", clipRunes(req.Action, 40)))
+		writeError(c, errInvalid("action %q: want query, create-session, delete-session or compress", convo.Clip(req.Action, 40)))
 	}
 }
 
@@ -134,7 +134,7 @@ func (s *Server) contextGet(c *gin.Context) {
 	case "session":
 		s.seedSession(c, c.Query("sessionId"))
 	default:
-		writeError(c, errInvalid("action %q: want sessions or session", clipRunes(a, 40)))
+		writeError(c, errInvalid("action %q: want sessions or session", convo.Clip(a, 40)))
 	}
 }
 

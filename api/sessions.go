@@ -563,7 +563,7 @@ func waitParam(c *gin.Context) (bool, error) {
 	}
 	b, err := strconv.ParseBool(w)
 	if err != nil {
-		return false, errInvalid("wait %q: want true or false", clipRunes(w, 20))
+		return false, errInvalid("wait %q: want true or false", convo.Clip(w, 20))
 	}
 	return b, nil
 }

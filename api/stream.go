@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -111,7 +112,7 @@ func (s *Server) turnEvents(c *gin.Context) {
 	after := 0
 	if last := c.GetHeader("Last-Event-ID"); last != "" {
 		if after, err = strconv.Atoi(last); err != nil || after < 0 {
-			writeError(c, errInvalid("Last-Event-ID %q: want an event id of this stream", clipRunes(last, 20)))
+			writeError(c, errInvalid("Last-Event-ID %q: want an event id of this stream", convo.Clip(last, 20)))
 			return
 		}
 	}

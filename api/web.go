@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // webAssets holds the page: plain HTML, CSS and JavaScript modules, served as
@@ -48,12 +50,12 @@ var webModTime = time.Now()
 func serveAsset(c *gin.Context, name string) {
 	typ, known := webTypes[path.Ext(name)]
 	if !fs.ValidPath(name) || !known {
-		writeError(c, errNotFound("no asset %q", clipRunes(name, 80)))
+		writeError(c, errNotFound("no asset %q", convo.Clip(name, 80)))
 		return
 	}
 	data, err := webAssets.ReadFile("web/" + name)
 	if err != nil {
-		writeError(c, errNotFound("no asset %q", clipRunes(name, 80)))
+		writeError(c, errNotFound("no asset %q", convo.Clip(name, 80)))
 		return
 	}
 	c.Header("Content-Type", typ)

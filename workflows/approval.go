@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // The approval gate (issue 25, item 1): a call of a tool that requires
@@ -81,7 +82,7 @@ func (d ApprovalDecision) Validate() error {
 			return fmt.Errorf("arguments are %d bytes, over the 64 KiB limit", len(d.Arguments))
 		}
 	default:
-		return fmt.Errorf("decision %q: want %q, %q or %q", clip(d.Decision, 20), DecisionApprove, DecisionReject, DecisionEdit)
+		return fmt.Errorf("decision %q: want %q, %q or %q", convo.Clip(d.Decision, 20), DecisionApprove, DecisionReject, DecisionEdit)
 	}
 	if len(d.Message) > 4<<10 {
 		return fmt.Errorf("message is %d bytes, over the 4 KiB limit", len(d.Message))
@@ -112,10 +113,10 @@ func ValidateApproveTools(patterns []string) error {
 	}
 	for _, p := range patterns {
 		if p == "" || len(p) > 200 {
-			return fmt.Errorf("approveTools: pattern %q is empty or over 200 bytes", clip(p, 40))
+			return fmt.Errorf("approveTools: pattern %q is empty or over 200 bytes", convo.Clip(p, 40))
 		}
 		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("approveTools: pattern %q: %w", clip(p, 40), err)
+			return fmt.Errorf("approveTools: pattern %q: %w", convo.Clip(p, 40), err)
 		}
 	}
 	return nil

@@ -80,7 +80,7 @@ func (p *ToolPatterns) UnmarshalJSON(b []byte) error {
 	}
 	for _, s := range l {
 		if s == "" || strings.ContainsAny(s, "\n\r") {
-			return fmt.Errorf("approveTools: pattern %q is empty or has a line break", clip(s, 40))
+			return fmt.Errorf("approveTools: pattern %q is empty or has a line break", convo.Clip(s, 40))
 		}
 	}
 	*p = NewToolPatterns(l...)
@@ -172,7 +172,7 @@ func (c SessionConfig) Validate() error {
 	}
 	if c.ApprovalTimeout != "" {
 		d, err := time.ParseDuration(c.ApprovalTimeout)
-		check(err == nil && d >= time.Second && d <= 90*24*time.Hour, "approvalTimeout %q is not a duration in [1s, 2160h]", clip(c.ApprovalTimeout, 40))
+		check(err == nil && d >= time.Second && d <= 90*24*time.Hour, "approvalTimeout %q is not a duration in [1s, 2160h]", convo.Clip(c.ApprovalTimeout, 40))
 	}
 	return errors.Join(errs...)
 }

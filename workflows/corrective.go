@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // The corrective loop's decisions (seed 003), as pure functions: the
@@ -20,7 +22,7 @@ func gradeRound(query string, passed, total int, threshold float64) GraderResult
 	g.ShouldRewrite = g.PassRate < threshold
 	// Each document's own reasoning is in the retrieval's documents.
 	g.Reasoning = fmt.Sprintf("%d of %d documents relevant to %q: pass rate %.2f %s the threshold %.2f",
-		passed, total, clip(query, 60), g.PassRate, map[bool]string{true: "below", false: "at or above"}[g.ShouldRewrite], threshold)
+		passed, total, convo.Clip(query, 60), g.PassRate, map[bool]string{true: "below", false: "at or above"}[g.ShouldRewrite], threshold)
 	return g
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // TaskQueue is the task queue every ctxflow worker polls.
@@ -53,7 +54,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // ids name files in the transcript store, so nothing else is allowed.
 func ValidateID(kind, id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("%s %q is not valid: use 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", kind, clip(id, 40))
+		return fmt.Errorf("%s %q is not valid: use 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", kind, convo.Clip(id, 40))
 	}
 	return nil
 }

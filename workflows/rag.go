@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // CorrectiveRAGWorkflowName is the registered name of [CorrectiveRAGWorkflow].
@@ -210,7 +211,7 @@ func (c *corrective) run(ctx workflow.Context) error {
 		}
 		next := r.RewrittenQuery
 		if tried.has(next) {
-			c.decide(fmt.Sprintf("rewrite: %q was already tried (%s) → generate", clip(next, 60), r.RewriteReason))
+			c.decide(fmt.Sprintf("rewrite: %q was already tried (%s) → generate", convo.Clip(next, 60), r.RewriteReason))
 			break
 		}
 		tried.add(next)
@@ -218,7 +219,7 @@ func (c *corrective) run(ctx workflow.Context) error {
 		c.res.RewriteHistory = append(c.res.RewriteHistory, RewriteRecord{
 			Attempt: attempt + 1, From: query, RewrittenQuery: next, RewriteReason: r.RewriteReason, Keywords: r.Keywords,
 		})
-		c.decide(fmt.Sprintf("rewrite → %q", clip(next, 60)))
+		c.decide(fmt.Sprintf("rewrite → %q", convo.Clip(next, 60)))
 		query = next
 		c.res.Query.Final, c.res.Query.WasRewritten, c.res.Query.RewriteCount = next, true, len(c.res.RewriteHistory)
 	}
@@ -230,7 +231,7 @@ func (c *corrective) run(ctx workflow.Context) error {
 func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) ([]activities.RetrievedDoc, bool) {
 	var out activities.RetrieveResult
 	err := c.node(ctx, "retrieve", attempt, func() (string, error) {
-		err := workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("retrieve top %d for %q", c.in.TopK, clip(query, 60)), time.Minute, 3),
+		err := workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("retrieve top %d for %q", c.in.TopK, convo.Clip(query, 60)), time.Minute, 3),
 			ra.Retrieve, activities.RetrieveInput{
 				Query: query, TopK: c.in.TopK, SimilarityThreshold: c.in.SimilarityThreshold,
 				Mode: activities.SearchMode(c.in.SearchMode), Topic: c.in.Topic, Tenant: c.in.Tenant,
@@ -252,7 +253,7 @@ func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) (
 		c.decide("retrieve: the knowledge base is empty → generate")
 		return nil, false
 	}
-	c.decide(fmt.Sprintf("retrieve %q: %d documents", clip(query, 60), len(out.Docs)))
+	c.decide(fmt.Sprintf("retrieve %q: %d documents", convo.Clip(query, 60), len(out.Docs)))
 	return out.Docs, true
 }
 
@@ -329,7 +330,7 @@ func (c *corrective) gradeDocs(ctx workflow.Context, query string, docs []activi
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
-			_, errs[i] = modelCall(ctx, c.in.Limits, c.in.FastModel, fmt.Sprintf("grade %s", clip(d.ID, 60)), 2, ra.GradeDoc,
+			_, errs[i] = modelCall(ctx, c.in.Limits, c.in.FastModel, fmt.Sprintf("grade %s", convo.Clip(d.ID, 60)), 2, ra.GradeDoc,
 				activities.GradeInput{Query: query, Doc: d, Model: c.in.Model}, &grades[i])
 		})
 	}
@@ -341,15 +342,15 @@ func (c *corrective) gradeDocs(ctx workflow.Context, query string, docs []activi
 func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activities.RetrievedDoc, attempt int) (activities.Reformulation, bool) {
 	in := activities.ReformulateInput{Original: c.in.Query, Current: query, Model: c.in.Model}
 	for _, d := range docs {
-		in.Failed = append(in.Failed, clip(d.Text, 500))
+		in.Failed = append(in.Failed, convo.Clip(d.Text, 500))
 	}
 	for _, r := range c.res.RewriteHistory {
 		in.History = append(in.History, activities.Reformulation{RewrittenQuery: r.RewrittenQuery, RewriteReason: r.RewriteReason, Keywords: r.Keywords})
 	}
 	var out activities.Reformulation
 	err := c.node(ctx, "rewrite", attempt, func() (string, error) {
-		_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, fmt.Sprintf("rewrite %q", clip(query, 60)), 2, ra.Reformulate, in, &out)
-		return fmt.Sprintf("%q → %q: %s", clip(query, 60), clip(out.RewrittenQuery, 60), out.RewriteReason), err
+		_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, fmt.Sprintf("rewrite %q", convo.Clip(query, 60)), 2, ra.Reformulate, in, &out)
+		return fmt.Sprintf("%q → %q: %s", convo.Clip(query, 60), convo.Clip(out.RewrittenQuery, 60), out.RewriteReason), err
 	})
 	if err != nil {
 		c.decide("rewrite failed → generate")
@@ -426,15 +427,4 @@ func (c *corrective) decide(step string) {
 
 func (c *corrective) actx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
 	return activityCtx(ctx, c.in.Limits, summary, timeout, attempts)
-}
-
-// clip shortens s to n bytes at a rune boundary, for summaries and traces.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -54,7 +54,7 @@ func validateBusy(b string) error {
 	case "", BusyEnqueue, BusySteer, BusyReject:
 		return nil
 	}
-	return fmt.Errorf("busy %q: want %q, %q or %q", clip(b, 20), BusyEnqueue, BusySteer, BusyReject)
+	return fmt.Errorf("busy %q: want %q, %q or %q", convo.Clip(b, 20), BusyEnqueue, BusySteer, BusyReject)
 }
 
 // continueWith matches a continue that carries guidance: "继续，只看2024年",
@@ -248,7 +248,7 @@ func (t *task) guide(ctx workflow.Context) error {
 		}
 		t.guidance = t.guidance[1:]
 		t.st.Leaf = id
-		g.Step, g.Text = t.st.Step+1, clip(g.Text, 200)
+		g.Step, g.Text = t.st.Step+1, convo.Clip(g.Text, 200)
 		t.st.Guidance = append(t.st.Guidance, g)
 	}
 	return nil

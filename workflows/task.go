@@ -310,7 +310,7 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 	switch {
 	case th.Answer != "":
 		t.st.Answer = th.Answer
-		t.record(activities.StepRecord{N: t.st.Step, OK: true, Observation: clip(th.Answer, 160)})
+		t.record(activities.StepRecord{N: t.st.Step, OK: true, Observation: convo.Clip(th.Answer, 160)})
 		return true, nil
 	case th.ParseError != "":
 		t.record(activities.StepRecord{N: t.st.Step, Observation: "json_parse_error: " + th.ParseError})
@@ -329,13 +329,13 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 				return false, err
 			}
 			t.st.Leaf = c.ID + ".r"
-			t.record(activities.StepRecord{N: t.st.Step, Tool: c.Name, Args: c.Args, Observation: "error: " + clip(obs, 150)})
+			t.record(activities.StepRecord{N: t.st.Step, Tool: c.Name, Args: c.Args, Observation: "error: " + convo.Clip(obs, 150)})
 			continue
 		}
 		var edited []byte
 		if gated && d.Decision == DecisionEdit {
 			edited = d.Arguments
-			c.Args = clip(string(edited), 200)
+			c.Args = convo.Clip(string(edited), 200)
 		}
 		info, ok := t.catalog[c.Name]
 		if !ok { // unknown: the activity answers with an error observation
@@ -353,7 +353,7 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 				activities.RecordToolErrorInput{Task: t.key, CallID: c.ID, Error: msg, ParentID: t.st.Leaf}).Get(ctx, nil); err != nil {
 				return false, err
 			}
-			out = activities.CallToolResult{ResultID: c.ID + ".r", Tool: c.Name, Observation: "error: the tool failed after its retries: " + clip(msg, 120)}
+			out = activities.CallToolResult{ResultID: c.ID + ".r", Tool: c.Name, Observation: "error: the tool failed after its retries: " + convo.Clip(msg, 120)}
 			t.learn(activities.KnownFacts{ErrorHistory: []string{c.Name + ": " + msg}})
 		}
 		t.st.Leaf = out.ResultID
@@ -523,7 +523,7 @@ func (t *task) notify(ctx workflow.Context, typ string) {
 // details.
 func (t *task) publish(ctx workflow.Context) {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Task** `%s` of session `%s` (tenant `%s`)\n\n- status: %s, step %d of %d, pauses: %d\n- goal: %s",
-		t.in.TaskID, t.in.SessionID, t.in.Tenant, t.st.Status, t.st.Step, t.st.Budget, t.st.Pauses, clip(t.in.Goal, 200)))
+		t.in.TaskID, t.in.SessionID, t.in.Tenant, t.st.Status, t.st.Step, t.st.Budget, t.st.Pauses, convo.Clip(t.in.Goal, 200)))
 	err := workflow.UpsertTypedSearchAttributes(ctx, SAttrTenant.ValueSet(t.in.Tenant), SAttrStatus.ValueSet(t.st.Status),
 		SAttrUpdatedAt.ValueSet(workflow.Now(ctx)))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // continueWords are the questions that resume a paused task.
@@ -48,7 +49,7 @@ func (s *session) runTask(ctx workflow.Context, req TurnRequest, cfg SessionConf
 		gen.Answer = st.Answer
 	case TypePause:
 		gen.Answer = st.Summary
-		s.st.Task.Summary = clip(st.Summary, 2000)
+		s.st.Task.Summary = convo.Clip(st.Summary, 2000)
 	case TypeApproval:
 		res.Pending, s.st.Task.Pending = st.Pending, st.Pending
 		gen.Answer = approvalText(st.Pending)
@@ -70,7 +71,7 @@ func (s *session) startTask(ctx workflow.Context, req TurnRequest, cfg SessionCo
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:        id,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		StaticSummary:     fmt.Sprintf("agent task %s of session %s: %s", req.TurnID, s.key, clip(req.Question, 80)),
+		StaticSummary:     fmt.Sprintf("agent task %s of session %s: %s", req.TurnID, s.key, convo.Clip(req.Question, 80)),
 	})
 	child := workflow.ExecuteChildWorkflow(cctx, TaskWorkflowName, TaskInput{
 		Tenant: s.key.Tenant, SessionID: s.key.SessionID, TaskID: req.TurnID, Goal: req.Question, MaxSteps: maxSteps,
@@ -136,7 +137,7 @@ func approvalText(pending []PendingCall) string {
 	for _, p := range pending {
 		b.WriteString("\n- " + p.Tool + " " + p.Arguments + " (call " + p.CallID + ")")
 		if p.Reason != "" {
-			b.WriteString(": " + clip(p.Reason, 200))
+			b.WriteString(": " + convo.Clip(p.Reason, 200))
 		}
 	}
 	return b.String()

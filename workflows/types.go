@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // DefaultMaxQuestionBytes is the largest question (or task goal) a turn
@@ -90,7 +91,7 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig, lim Limits) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("kind %q: want %q, %q, %q, %q or none", clip(req.Kind, 20), KindTask, KindContinue, KindBranch, KindSeed)
+		return fmt.Errorf("kind %q: want %q, %q, %q, %q or none", convo.Clip(req.Kind, 20), KindTask, KindContinue, KindBranch, KindSeed)
 	}
 	if err := validateBusy(req.Busy); err != nil {
 		return err

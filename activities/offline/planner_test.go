@@ -87,7 +87,7 @@ func drive(t *testing.T, db *sqltools.DB, goal string, facts activities.KnownFac
 				t.Fatalf("step %d: neither a call nor an answer", n)
 			}
 			run.answer = step.Answer
-			run.steps = append(run.steps, activities.StepRecord{N: n, OK: true, Observation: clip(step.Answer, 160)})
+			run.steps = append(run.steps, activities.StepRecord{N: n, OK: true, Observation: convo.Clip(step.Answer, 160)})
 			return run
 		}
 		if step.Thought != "" {
@@ -100,7 +100,7 @@ func drive(t *testing.T, db *sqltools.DB, goal string, facts activities.KnownFac
 				convo.Message{ID: id, Role: convo.RoleToolCall, ToolCall: &convo.ToolCall{ID: id, Name: c.Name, Args: c.Args}},
 				convo.Message{ID: id + ".r", Role: convo.RoleToolResult, ToolCallID: id, Content: content})
 			run.facts.Merge(found)
-			run.steps = append(run.steps, activities.StepRecord{N: n, Tool: c.Name, Args: clip(string(c.Args), 200), OK: ok, Observation: clip(content, 160)})
+			run.steps = append(run.steps, activities.StepRecord{N: n, Tool: c.Name, Args: convo.Clip(string(c.Args), 200), OK: ok, Observation: convo.Clip(content, 160)})
 			run.calls = append(run.calls, c.Name+string(c.Args))
 		}
 	}
@@ -135,16 +135,6 @@ func runTool(t *testing.T, tools []activities.Tool, c convo.ToolCall) (content s
 	}
 	t.Fatalf("the planner called an unknown tool %q", c.Name)
 	return "", facts, false
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // TestPlanner drives the offline planner over one demo database (generating
@@ -208,7 +198,7 @@ func countsCustomers(t *testing.T, db *sqltools.DB) {
 	if run.answer != "(offline engine) Result: count "+want+".\nSQL: SELECT count(*) AS count FROM \"customers\"" {
 		t.Errorf("answer %q, want the count %s", run.answer, want)
 	}
-	if len(run.steps) != 4 || run.steps[3].Observation != clip(run.answer, 160) {
+	if len(run.steps) != 4 || run.steps[3].Observation != convo.Clip(run.answer, 160) {
 		t.Errorf("steps %+v", run.steps)
 	}
 	for _, s := range run.steps {

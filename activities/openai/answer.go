@@ -165,9 +165,9 @@ func readArguments(s string) (json.RawMessage, error) {
 	}
 	quoted, _ := json.Marshal(s)
 	if !json.Valid([]byte(s)) {
-		return quoted, fmt.Errorf("invalid JSON: %s", clip(s, 200))
+		return quoted, fmt.Errorf("invalid JSON: %s", convo.Clip(s, 200))
 	}
-	return quoted, fmt.Errorf("not an object: %s", clip(s, 200))
+	return quoted, fmt.Errorf("not an object: %s", convo.Clip(s, 200))
 }
 
 // jsonObject returns s compacted when it is one JSON object.

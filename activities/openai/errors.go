@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 var (
@@ -95,17 +96,7 @@ func errorMessage(body []byte) string {
 			return string(b)
 		}
 	}
-	return clip(strings.TrimSpace(string(body)), 500)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 { // a character's start
-		n--
-	}
-	return s[:n] + "…"
+	return convo.Clip(strings.TrimSpace(string(body)), 500)
 }
 
 // probe records, for one call, the HTTP status and the body of an error

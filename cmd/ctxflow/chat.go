@@ -18,8 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -217,7 +217,7 @@ func (c *chat) request(ctx context.Context, method, path string, body any, heade
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var e struct{ Error chatError }
 	if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
-		e.Error = chatError{"http_" + strconv.Itoa(resp.StatusCode), clip(cmp.Or(string(data), resp.Status), 200)}
+		e.Error = chatError{"http_" + strconv.Itoa(resp.StatusCode), convo.Clip(cmp.Or(string(data), resp.Status), 200)}
 	}
 	return nil, &e.Error
 }
@@ -523,7 +523,7 @@ func (c *chat) steps(ctx context.Context) {
 		details := ""
 		if len(s.Details) > 0 {
 			b, _ := json.Marshal(s.Details)
-			details = clip(string(b), 160)
+			details = convo.Clip(string(b), 160)
 		}
 		fmt.Fprintf(c.out, "  %-15s %-8s %6s  %s\n", s.Name, s.Status, showMS(s.DurationMS), details)
 	}
@@ -556,7 +556,7 @@ func (c *chat) tree(ctx context.Context) {
 			if id == t.ActiveLeaf {
 				active = "  ← active"
 			}
-			fmt.Fprintf(c.out, "%s%s%s %s: %s%s\n", indent, mark, n.ID, n.Role, clip(strings.Join(strings.Fields(n.Preview), " "), 60), active)
+			fmt.Fprintf(c.out, "%s%s%s %s: %s%s\n", indent, mark, n.ID, n.Role, convo.Clip(strings.Join(strings.Fields(n.Preview), " "), 60), active)
 			if mark != "" {
 				indent, mark = indent+"  ", ""
 			}
@@ -593,19 +593,11 @@ func (c *chat) session(ctx context.Context) {
 		fmt.Fprintf(c.out, "  degraded: %s\n", s.DegradedReason)
 	}
 	if s.SummaryText != "" {
-		fmt.Fprintf(c.out, "  summary: %s\n", clip(strings.Join(strings.Fields(s.SummaryText), " "), 200))
+		fmt.Fprintf(c.out, "  summary: %s\n", convo.Clip(strings.Join(strings.Fields(s.SummaryText), " "), 200))
 	}
 	if t := s.Task; t != nil {
 		fmt.Fprintf(c.out, "  task %s: %s at step %d, paused %d×\n", t.TaskID, t.Status, t.Step, t.Pauses)
 	}
-}
-
-// clip cuts s to n runes.
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n]) + "…"
 }
 
 func newChatID(prefix string) string {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -425,10 +426,10 @@ func (c Config) Keys() (map[string]string, error) {
 		tenant, sum, ok := strings.Cut(e, ":")
 		tenant, sum = strings.TrimSpace(tenant), strings.ToLower(strings.TrimSpace(sum))
 		if !ok || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
-			return nil, fmt.Errorf("API key entry %q: want tenant:<SHA-256 of the key, 64 hex digits> (ctxflow key TENANT makes one)", clip(e, 40))
+			return nil, fmt.Errorf("API key entry %q: want tenant:<SHA-256 of the key, 64 hex digits> (ctxflow key TENANT makes one)", convo.Clip(e, 40))
 		}
 		if err := workflows.ValidateID("tenant", tenant); err != nil {
-			return nil, fmt.Errorf("API key entry %q: %w", clip(e, 40), err)
+			return nil, fmt.Errorf("API key entry %q: %w", convo.Clip(e, 40), err)
 		}
 		if keys == nil {
 			keys = map[string]string{}
@@ -439,13 +440,6 @@ func (c Config) Keys() (map[string]string, error) {
 		keys[sum] = tenant
 	}
 	return keys, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Uploads returns the upload directory: UploadDir with a leading
@@ -493,7 +487,7 @@ func (p *parser) approveTools(name string) map[string][]string {
 		tenant, list, ok := strings.Cut(part, "=")
 		tenant = strings.TrimSpace(tenant)
 		if !ok || tenant == "" {
-			p.errs = append(p.errs, fmt.Errorf("%s: %q: want tenant=pattern,pattern (tenant * for every tenant)", name, clip(part, 60)))
+			p.errs = append(p.errs, fmt.Errorf("%s: %q: want tenant=pattern,pattern (tenant * for every tenant)", name, convo.Clip(part, 60)))
 			continue
 		}
 		if tenant != "*" {
