@@ -41,7 +41,8 @@ type Limits struct {
 	ApproveTools []string `json:"approveTools,omitempty"`
 }
 
-// DefaultLimits returns the defaults documented in the README.
+// DefaultLimits returns the defaults: internal/config takes the defaults of
+// its variables from here (docs/configuration.md shows them).
 func DefaultLimits() Limits {
 	return Limits{
 		ContinueAsNewEvery: 100,
@@ -83,27 +84,52 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// A Range is the values a knob of [Limits] may take: Min to Max, or Min and
+// more when Max is 0. Durations are in nanoseconds.
+type Range struct{ Min, Max int64 }
+
+// Contains tells whether n is in r.
+func (r Range) Contains(n int64) bool { return n >= r.Min && (r.Max == 0 || n <= r.Max) }
+
+// The ranges [Limits.Validate] holds the knobs to; internal/config
+// documents them beside the variables that set them.
+var (
+	ContinueAsNewRange      = Range{Min: 1, Max: 10_000}
+	IdleTTLRange            = Range{Min: int64(time.Second)}
+	LLMTimeoutRange         = Range{Min: int64(time.Second)}
+	HeartbeatTimeoutRange   = Range{Min: int64(time.Second)}
+	RecentTurnsRange        = Range{Min: 1, Max: 1000}
+	LLMMaxTokensRange       = Range{Min: 1, Max: 1_000_000}
+	TaskRecentMessagesRange = Range{Min: 0, Max: 1000}
+	FastModelRange          = Range{Min: 0, Max: int64(10 * time.Second)}
+	// MaxQuestionBytesRange holds a set bound; 0 is DefaultMaxQuestionBytes.
+	MaxQuestionBytesRange = Range{Min: 1024, Max: 1 << 20}
+)
+
 // Validate reports a knob that is out of range.
 func (l Limits) Validate() error {
+	r := func(r Range, n int64) string { return fmt.Sprintf("%d out of range [%d, %d]", n, r.Min, r.Max) }
+	under := func(r Range, d time.Duration) string { return fmt.Sprintf("%s is under %s", d, time.Duration(r.Min)) }
 	switch {
-	case l.ContinueAsNewEvery < 1 || l.ContinueAsNewEvery > 10_000:
-		return fmt.Errorf("continue-as-new interval %d out of range [1, 10000]", l.ContinueAsNewEvery)
-	case l.IdleTTL < time.Second:
-		return fmt.Errorf("idle TTL %s is under 1s", l.IdleTTL)
-	case l.LLMTimeout < time.Second:
-		return fmt.Errorf("LLM timeout %s is under 1s", l.LLMTimeout)
-	case l.HeartbeatTimeout < time.Second:
-		return fmt.Errorf("heartbeat timeout %s is under 1s", l.HeartbeatTimeout)
-	case l.RecentTurns < 1 || l.RecentTurns > 1000:
-		return fmt.Errorf("recent turns %d out of range [1, 1000]", l.RecentTurns)
-	case l.LLMMaxTokens < 1 || l.LLMMaxTokens > 1_000_000:
-		return fmt.Errorf("LLM max tokens %d out of range [1, 1000000]", l.LLMMaxTokens)
-	case l.TaskRecentMessages < 0 || l.TaskRecentMessages > 1000:
-		return fmt.Errorf("task recent messages %d out of range [1, 1000]", l.TaskRecentMessages)
-	case l.FastModel < 0 || l.FastModel > 10*time.Second:
-		return fmt.Errorf("fast model bound %s out of range [0, 10s]", l.FastModel)
-	case l.MaxQuestionBytes != 0 && (l.MaxQuestionBytes < 1024 || l.MaxQuestionBytes > 1<<20):
-		return fmt.Errorf("max question bytes %d out of range [1024, 1048576]", l.MaxQuestionBytes)
+	case !ContinueAsNewRange.Contains(int64(l.ContinueAsNewEvery)):
+		return fmt.Errorf("continue-as-new interval %s", r(ContinueAsNewRange, int64(l.ContinueAsNewEvery)))
+	case !IdleTTLRange.Contains(int64(l.IdleTTL)):
+		return fmt.Errorf("idle TTL %s", under(IdleTTLRange, l.IdleTTL))
+	case !LLMTimeoutRange.Contains(int64(l.LLMTimeout)):
+		return fmt.Errorf("LLM timeout %s", under(LLMTimeoutRange, l.LLMTimeout))
+	case !HeartbeatTimeoutRange.Contains(int64(l.HeartbeatTimeout)):
+		return fmt.Errorf("heartbeat timeout %s", under(HeartbeatTimeoutRange, l.HeartbeatTimeout))
+	case !RecentTurnsRange.Contains(int64(l.RecentTurns)):
+		return fmt.Errorf("recent turns %s", r(RecentTurnsRange, int64(l.RecentTurns)))
+	case !LLMMaxTokensRange.Contains(int64(l.LLMMaxTokens)):
+		return fmt.Errorf("LLM max tokens %s", r(LLMMaxTokensRange, int64(l.LLMMaxTokens)))
+	case !TaskRecentMessagesRange.Contains(int64(l.TaskRecentMessages)):
+		// 0 is taken as the default (withDefaults), hence [1, …] in the message.
+		return fmt.Errorf("task recent messages %d out of range [1, %d]", l.TaskRecentMessages, TaskRecentMessagesRange.Max)
+	case !FastModelRange.Contains(int64(l.FastModel)):
+		return fmt.Errorf("fast model bound %s out of range [0, %s]", l.FastModel, time.Duration(FastModelRange.Max))
+	case l.MaxQuestionBytes != 0 && !MaxQuestionBytesRange.Contains(int64(l.MaxQuestionBytes)):
+		return fmt.Errorf("max question bytes %s", r(MaxQuestionBytesRange, int64(l.MaxQuestionBytes)))
 	}
 	return ValidateApproveTools(l.ApproveTools)
 }
