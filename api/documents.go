@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -130,14 +129,10 @@ func (s *Server) postDocument(c *gin.Context) {
 			return
 		}
 	}
-	wait := false
-	if w, ok := c.GetQuery("wait"); ok {
-		b, err := strconv.ParseBool(w)
-		if err != nil {
-			writeError(c, errInvalid("wait %q: want true or false", w))
-			return
-		}
-		wait = b
+	wait, err := waitParam(c)
+	if err != nil {
+		writeError(c, err)
+		return
 	}
 	doc, given := c.GetQuery("id")
 	if given {

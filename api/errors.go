@@ -161,6 +161,9 @@ func writeError(c *gin.Context, err error) {
 	for k, v := range ae.extra {
 		body[k] = v
 	}
+	if c.GetBool(keySeedShape) { // a seed's route (seeds.go)
+		body = seedErrorBody(ae, c.GetString("requestID"))
+	}
 	if ae.code == activities.CodeOverloaded {
 		c.Header("Retry-After", "1")
 	}

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -48,51 +45,59 @@ func (s *Server) postCorrective(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	if err := workflows.ValidateQuestion("query", body.Query, s.opts.Limits.MaxQuestionBytes); err != nil {
-		writeError(c, errInvalid("%s", err))
+	s.answerCorrective(c, t, body)
+}
+
+// answerCorrective runs the corrective query and answers with seed 003's
+// response, naming its workflow in X-Workflow-ID: for POST
+// /v1/rag/corrective and seed 003's route alike.
+func (s *Server) answerCorrective(c *gin.Context, t string, body correctiveRequest) {
+	res, workflowID, err := s.corrective(c.Request.Context(), t, body)
+	if err != nil {
+		writeError(c, err)
 		return
 	}
+	c.Header("X-Workflow-ID", workflowID)
+	c.JSON(http.StatusOK, correctiveResponse{Success: true, CorrectiveResult: res})
+}
+
+// corrective runs one corrective query for the tenant and waits for its
+// result; it returns the id of the workflow that ran it.
+func (s *Server) corrective(ctx context.Context, t string, body correctiveRequest) (workflows.CorrectiveResult, string, error) {
+	var res workflows.CorrectiveResult
+	if err := workflows.ValidateQuestion("query", body.Query, s.opts.Limits.MaxQuestionBytes); err != nil {
+		return res, "", errInvalid("%s", err)
+	}
 	if len(body.MilvusConfig) > 0 {
-		writeError(c, errInvalid("milvusConfig is not accepted: the workers' vector store is configured by CTXFLOW_COLLECTION (and the store settings) in their environment"))
-		return
+		return res, "", errInvalid("milvusConfig is not accepted: the workers' vector store is configured by CTXFLOW_COLLECTION (and the store settings) in their environment")
 	}
 	cfg, err := workflows.TurnOptions{
 		LLMModel: body.LLMModel, TopK: body.TopK, SimilarityThreshold: body.SimilarityThreshold,
 		SearchMode: body.SearchMode, MaxRewriteAttempts: body.MaxRewriteAttempts, GradePassThreshold: body.GradePassThreshold,
 	}.Apply(s.opts.Defaults)
 	if err != nil {
-		writeError(c, errInvalid("%s", err))
-		return
+		return res, "", errInvalid("%s", err)
 	}
 	in := workflows.CorrectiveInput{
 		Query: body.Query, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold,
 		MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
 		SearchMode: cfg.SearchMode, Model: cfg.LLMModel, IncludeText: true, Limits: s.opts.Limits, Tenant: t,
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.TurnWaitTimeout)
 	defer cancel()
-	id := newID("rag")
-	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: "rag/" + id, TaskQueue: workflows.TaskQueue,
-		WorkflowExecutionTimeout: s.opts.TurnWaitTimeout + time.Minute,
-		StaticSummary:            "Corrective RAG: " + convo.Clip(body.Query, 80),
-	}, workflows.CorrectiveRAGWorkflowName, in)
+	run, err := s.c.ExecuteWorkflow(ctx, workflows.CorrectiveStartOptions(newID("rag"), body.Query, s.opts.TurnWaitTimeout),
+		workflows.CorrectiveRAGWorkflowName, in)
 	if err != nil {
-		writeError(c, fromTemporal("corrective query", err))
-		return
+		return res, "", fromTemporal("corrective query", err)
 	}
-	var res workflows.CorrectiveResult
 	if err := run.Get(ctx, &res); err != nil {
 		var appErr *temporal.ApplicationError
 		var timeout *temporal.TimeoutError
 		if errors.As(err, &appErr) || errors.As(err, &timeout) { // the loop ran and its answer failed
 			_, msg := rootCause(err)
-			writeError(c, failed(activities.CodeOf(err), "corrective query "+run.GetID()+" failed", msg))
-			return
+			return res, "", failed(activities.CodeOf(err), "corrective query "+run.GetID()+" failed", msg)
 		}
-		writeError(c, fromTemporal("corrective query "+run.GetID(), err))
-		return
+		return res, "", fromTemporal("corrective query "+run.GetID(), err)
 	}
-	c.Header("X-Workflow-ID", run.GetID())
-	c.JSON(http.StatusOK, correctiveResponse{Success: true, CorrectiveResult: res})
+	return res, run.GetID(), nil
 }

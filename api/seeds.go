@@ -19,18 +19,43 @@ import (
 // actions query, create-session, delete-session and compress; GET
 // ?action=sessions and ?action=session&sessionId=; DELETE ?sessionId=) and
 // seed 003's POST /api/self-corrective-rag, with the seeds' field names, so
-// that their front ends can talk to ctxflow. Each action runs what its /v1
-// route runs — the same handler, or for query the same turn update — under
-// the same authentication and tenant; only the shapes differ. Answers are
-// {"success": true, ...}; errors are {"success": false, "error": message}
-// with the /v1 route's status, its code and the request id.
+// that their front ends can talk to ctxflow. Each action calls the
+// functions its /v1 route calls (newSession, listPage, removeSession,
+// requestCompress, liveState, corrective, or for query the same turn
+// update) under the same authentication and tenant, and shapes their
+// result its own way. Answers are {"success": true, ...}; errors are
+// {"success": false, "error": message} with the /v1 route's status, its
+// code and the request id (writeError shapes them: seedShape marks these
+// routes).
 
-const jsonType = "application/json; charset=utf-8"
+// keySeedShape marks a request to a seed's route in its context.
+const keySeedShape = "seedShape"
+
+// seedShape marks the request as one to a seed's route, so that
+// writeError answers its errors in the seeds' shape ([seedErrorBody]).
+func seedShape(c *gin.Context) { c.Set(keySeedShape, true) }
+
+// seedErrorBody is an error in the seeds' shape: {"success": false,
+// "error": message, "code", "requestId"} with the error's extra fields.
+func seedErrorBody(ae *apiError, requestID string) gin.H {
+	body := gin.H{}
+	for k, v := range ae.extra {
+		body[k] = v
+	}
+	body["success"], body["error"], body["code"], body["requestId"] = false, ae.msg, ae.code, requestID
+	return body
+}
+
+// succeeded is a seed's answer: body's fields and success true.
+func succeeded(body gin.H) gin.H {
+	body["success"] = true
+	return body
+}
 
 // seedRoutes registers the seeds' own endpoints (seed 000 /api/context-management, seed 003 /api/self-corrective-rag).
 func (s *Server) seedRoutes(r *gin.Engine) {
 	coll := s.opts.Collection
-	g := r.Group("/api", seedErrors, s.admit, s.authenticate)
+	g := r.Group("/api", seedShape, s.admit, s.authenticate)
 	g.POST("/context-management", func(c *gin.Context) { s.contextPost(c, coll) })
 	g.GET("/context-management", s.contextGet)
 	g.DELETE("/context-management", func(c *gin.Context) { s.seedDelete(c, c.Query("sessionId")) })
@@ -129,8 +154,7 @@ func (s *Server) contextPost(c *gin.Context, coll string) {
 func (s *Server) contextGet(c *gin.Context) {
 	switch a := c.Query("action"); a {
 	case "sessions": // status, limit and pageToken as in GET /v1/sessions
-		status, body := relay(c, s.listSessions, nil)
-		answerRelayed(c, status, body, nil)
+		s.seedSessions(c)
 	case "session":
 		s.seedSession(c, c.Query("sessionId"))
 	default:
@@ -261,6 +285,21 @@ func queryAnswer(res workflows.TurnResult) gin.H {
 	}
 }
 
+// seedSessions is GET ?action=sessions: GET /v1/sessions.
+func (s *Server) seedSessions(c *gin.Context) {
+	t, err := tenant(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	page, err := s.listPage(c.Request.Context(), t, listQuery(c))
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, succeeded(gin.H{"sessions": page.Sessions, "nextPageToken": page.NextPageToken}))
+}
+
 // seedCreate is action create-session: POST /v1/sessions with the
 // request's options as the session's config.
 func (s *Server) seedCreate(c *gin.Context, req contextRequest) {
@@ -269,30 +308,58 @@ func (s *Server) seedCreate(c *gin.Context, req contextRequest) {
 		writeError(c, err)
 		return
 	}
-	status, body := relay(c, s.createSession, gin.H{"sessionId": req.SessionID, "title": req.Title, "config": cfg})
-	answerRelayed(c, status, body, nil)
-}
-
-// seedDelete is action delete-session and DELETE ?sessionId=: DELETE
-// /v1/sessions/{id}.
-func (s *Server) seedDelete(c *gin.Context, id string) {
-	if _, err := seedRef(c, id); err != nil {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		writeError(c, errInternal("encode config: %v", err))
+		return
+	}
+	t, err := tenant(c)
+	if err != nil {
 		writeError(c, err)
 		return
 	}
-	status, body := relay(c, s.deleteSession, nil, gin.Param{Key: "id", Value: id})
-	answerRelayed(c, status, body, gin.H{"sessionId": id, "deleted": status == http.StatusNoContent})
+	out, err := s.newSession(c.Request.Context(), t, createSessionRequest{SessionID: req.SessionID, Title: req.Title, Config: raw})
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, succeeded(gin.H{"sessionId": out.SessionID, "config": out.Config}))
+}
+
+// seedDelete is action delete-session and DELETE ?sessionId=: DELETE
+// /v1/sessions/{id}, answered 200 with deleted true (202 with deleted
+// false while it is still being closed).
+func (s *Server) seedDelete(c *gin.Context, id string) {
+	ref, err := seedRef(c, id)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	switch closed, err := s.removeSession(c.Request.Context(), ref); {
+	case err != nil:
+		writeError(c, err)
+	case closed:
+		c.JSON(http.StatusOK, succeeded(gin.H{"sessionId": ref.id, "deleted": true}))
+	default:
+		out := deleting(ref)
+		out["deleted"] = false
+		c.JSON(http.StatusAccepted, succeeded(out))
+	}
 }
 
 // seedCompress is action compress: POST /v1/sessions/{id}/compress (the
 // session summarises when it is next idle; the answer is 202).
 func (s *Server) seedCompress(c *gin.Context, id string) {
-	if _, err := seedRef(c, id); err != nil {
+	ref, err := seedRef(c, id)
+	if err != nil {
 		writeError(c, err)
 		return
 	}
-	status, body := relay(c, s.compress, nil, gin.Param{Key: "id", Value: id})
-	answerRelayed(c, status, body, nil)
+	if err := s.requestCompress(c.Request.Context(), ref); err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, succeeded(compressing(ref)))
 }
 
 // seedSession is GET ?action=session: the session's state (GET
@@ -350,15 +417,16 @@ type milvusConfig struct {
 }
 
 // seedCorrective is POST /api/self-corrective-rag: POST
-// /v1/rag/corrective (whose answer is seed 003's), accepting milvusConfig.
+// /v1/rag/corrective (whose answer is seed 003's), accepting milvusConfig
+// when it names the workers' collection.
 func (s *Server) seedCorrective(c *gin.Context, coll string) {
-	var body map[string]json.RawMessage
+	var body correctiveRequest
 	if err := bindJSON(c, &body, false); err != nil {
 		writeError(c, err)
 		return
 	}
-	if raw, ok := body["milvusConfig"]; ok {
-		delete(body, "milvusConfig")
+	if raw := body.MilvusConfig; raw != nil {
+		body.MilvusConfig = nil
 		var mc milvusConfig
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -371,126 +439,10 @@ func (s *Server) seedCorrective(c *gin.Context, coll string) {
 			return
 		}
 	}
-	status, out := relay(c, s.postCorrective, body)
-	c.Data(status, jsonType, out)
-}
-
-// recorder keeps what a handler writes instead of sending it.
-type recorder struct {
-	gin.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) WriteHeader(code int)              { r.status = code }
-func (r *recorder) WriteHeaderNow()                   {}
-func (r *recorder) Write(b []byte) (int, error)       { return r.body.Write(b) }
-func (r *recorder) WriteString(s string) (int, error) { return r.body.WriteString(s) }
-func (r *recorder) Status() int                       { return r.status }
-func (r *recorder) Size() int                         { return r.body.Len() }
-func (r *recorder) Written() bool                     { return r.body.Len() > 0 }
-func (r *recorder) Flush()                            {}
-func (r *recorder) Unwrap() http.ResponseWriter       { return r.ResponseWriter }
-
-// record makes c write into a new recorder until undo is called.
-func record(c *gin.Context) (rec *recorder, undo func()) {
-	rec = &recorder{ResponseWriter: c.Writer, status: http.StatusOK}
-	c.Writer = rec
-	return rec, func() { c.Writer = rec.ResponseWriter }
-}
-
-// relay runs a /v1 handler on the request with body (JSON; nil: none) and
-// path parameters, and returns its status and body instead of sending them.
-func relay(c *gin.Context, h gin.HandlerFunc, body any, params ...gin.Param) (int, []byte) {
-	raw := []byte{}
-	if body != nil {
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
-			return http.StatusInternalServerError, fmt.Appendf(nil, `{"error":{"code":%q,"message":"encode request: %s"}}`, activities.CodeInternal, err)
-		}
-	}
-	c.Request.Body, c.Request.ContentLength = http.NoBody, int64(len(raw))
-	if len(raw) > 0 {
-		c.Request.Body = readCloser{bytes.NewReader(raw)}
-	}
-	c.Params = params
-	rec, undo := record(c)
-	defer undo()
-	h(c)
-	return rec.status, rec.body.Bytes()
-}
-
-type readCloser struct{ *bytes.Reader }
-
-func (readCloser) Close() error { return nil }
-
-// answerRelayed answers what a /v1 handler answered in the seeds' shape:
-// an error as it is (seedErrors reshapes it), else its fields with extra
-// and success true (a 204 becomes a 200 with a body).
-func answerRelayed(c *gin.Context, status int, body []byte, extra gin.H) {
-	if status >= http.StatusBadRequest {
-		c.Data(status, jsonType, body)
-		return
-	}
-	out := gin.H{}
-	var fields map[string]json.RawMessage
-	if len(bytes.TrimSpace(body)) > 0 {
-		if err := json.Unmarshal(body, &fields); err != nil {
-			writeError(c, errInternal("decode answer: %v", err))
-			return
-		}
-	}
-	for k, v := range fields {
-		out[k] = v
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	out["success"] = true
-	if status == http.StatusNoContent {
-		status = http.StatusOK
-	}
-	c.JSON(status, out)
-}
-
-// seedErrors answers the seed routes' errors in the seeds' shape: ctxflow's
-// {"error": {code, message, requestId}, ...} becomes {"success": false,
-// "error": message, "code", "requestId", ...}, under the same status.
-func seedErrors(c *gin.Context) {
-	rec, undo := record(c)
-	defer undo() // a panic reaches recoverJSON with the real writer
-	c.Next()
-	undo()
-	body := rec.body.Bytes()
-	if rec.status >= http.StatusBadRequest {
-		body = seedError(body)
-	}
-	if len(body) == 0 {
-		c.Status(rec.status)
-		c.Writer.WriteHeaderNow()
-		return
-	}
-	c.Data(rec.status, cmp.Or(rec.Header().Get("Content-Type"), jsonType), body)
-}
-
-func seedError(body []byte) []byte {
-	var fields map[string]json.RawMessage
-	var e struct {
-		Code      string `json:"code"`
-		Message   string `json:"message"`
-		RequestID string `json:"requestId"`
-	}
-	if json.Unmarshal(body, &fields) != nil || json.Unmarshal(fields["error"], &e) != nil || e.Message == "" {
-		return body
-	}
-	out := make(map[string]any, len(fields)+3)
-	for k, v := range fields {
-		out[k] = v
-	}
-	out["success"], out["error"], out["code"], out["requestId"] = false, e.Message, e.Code, e.RequestID
-	b, err := json.Marshal(out)
+	t, err := tenant(c)
 	if err != nil {
-		return body
+		writeError(c, err)
+		return
 	}
-	return b
+	s.answerCorrective(c, t, body)
 }

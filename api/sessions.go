@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
@@ -112,26 +111,10 @@ func bindJSON(c *gin.Context, v any, optional bool) error {
 	return nil
 }
 
-// startOptions are the options of a session workflow started by a request.
+// startOptions are the start options of the session's workflow
+// ([workflows.SessionStartOptions]).
 func (s *Server) startOptions(ref sessionRef, title string, cfg workflows.SessionConfig) client.StartWorkflowOptions {
-	summary := "Session " + ref.id
-	if title != "" {
-		summary += ": " + title
-	}
-	return client.StartWorkflowOptions{
-		ID:                       ref.workflowID(),
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            summary,
-		StaticDetails: fmt.Sprintf("tenant `%s` · model `%s` · window %s (%d rounds, %d tokens)",
-			ref.tenant, cfg.LLMModel, cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens),
-		Memo: map[string]any{"title": title},
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAttrTenant.ValueSet(ref.tenant),
-			workflows.SAttrStatus.ValueSet(workflows.StatusIdle),
-		),
-	}
+	return workflows.SessionStartOptions(ref.tenant, ref.id, title, cfg)
 }
 
 func (s *Server) sessionInput(ref sessionRef, title string, cfg workflows.SessionConfig) (workflows.SessionInput, error) {
@@ -161,48 +144,58 @@ func (s *Server) createSession(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	out, err := s.newSession(c.Request.Context(), t, req)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, out)
+}
+
+// sessionCreated answers POST /v1/sessions.
+type sessionCreated struct {
+	SessionID string                  `json:"sessionId"`
+	Config    workflows.SessionConfig `json:"config"`
+}
+
+// newSession starts a tenant's session as req asks (its id, title and
+// config over the defaults); a session that exists and is not deleted is
+// a conflict.
+func (s *Server) newSession(ctx context.Context, t string, req createSessionRequest) (sessionCreated, error) {
 	if req.SessionID == "" {
 		req.SessionID = newID("s")
 	}
 	if err := workflows.ValidateID("sessionId", req.SessionID); err != nil {
-		writeError(c, errInvalid("%s", err))
-		return
+		return sessionCreated{}, errInvalid("%s", err)
 	}
 	if len(req.Title) > 200 {
-		writeError(c, errInvalid("title is %d bytes, over the 200-byte limit", len(req.Title)))
-		return
+		return sessionCreated{}, errInvalid("title is %d bytes, over the 200-byte limit", len(req.Title))
 	}
 	cfg, err := s.opts.Defaults.Merge(req.Config)
 	if err != nil {
-		writeError(c, errInvalid("%s", err))
-		return
+		return sessionCreated{}, errInvalid("%s", err)
 	}
-	if err := s.fitsModel(c.Request.Context(), cfg); err != nil {
-		writeError(c, err)
-		return
+	if err := s.fitsModel(ctx, cfg); err != nil {
+		return sessionCreated{}, err
 	}
 	ref := sessionRef{tenant: t, id: req.SessionID}
 	in, err := s.sessionInput(ref, req.Title, cfg)
 	if err != nil {
-		writeError(c, err)
-		return
+		return sessionCreated{}, err
 	}
-	switch status, err := s.sessionStatus(c.Request.Context(), ref); {
+	switch status, err := s.sessionStatus(ctx, ref); {
 	case err != nil:
-		writeError(c, err)
-		return
+		return sessionCreated{}, err
 	case status != "" && status != workflows.StatusDeleted:
-		writeError(c, errConflict("session %s already exists: send its turns, or DELETE it first", ref.id))
-		return
+		return sessionCreated{}, errConflict("session %s already exists: send its turns, or DELETE it first", ref.id)
 	}
 	opts := s.startOptions(ref, req.Title, cfg)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
-	if _, err := s.c.ExecuteWorkflow(c.Request.Context(), opts, workflows.SessionWorkflowName, in); err != nil {
-		writeError(c, fromTemporal("session "+ref.id, err))
-		return
+	if _, err := s.c.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflowName, in); err != nil {
+		return sessionCreated{}, fromTemporal("session "+ref.id, err)
 	}
-	c.JSON(http.StatusCreated, gin.H{"sessionId": ref.id, "config": cfg})
+	return sessionCreated{SessionID: ref.id, Config: cfg}, nil
 }
 
 // sessionSummary is one row of GET /v1/sessions.
@@ -225,37 +218,59 @@ func (s *Server) listSessions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	page, err := s.listPage(c.Request.Context(), t, listQuery(c))
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, page)
+}
+
+// sessionListQuery is what GET /v1/sessions filters and pages by: its
+// query parameters status, limit and pageToken, as sent.
+type sessionListQuery struct{ status, limit, pageToken string }
+
+func listQuery(c *gin.Context) sessionListQuery {
+	return sessionListQuery{status: c.Query("status"), limit: c.Query("limit"), pageToken: c.Query("pageToken")}
+}
+
+// sessionPage answers GET /v1/sessions: a page of the tenant's sessions
+// and the token of the next page ("" after the last).
+type sessionPage struct {
+	Sessions      []sessionSummary `json:"sessions"`
+	NextPageToken string           `json:"nextPageToken"`
+}
+
+// listPage lists a page of the tenant's live sessions.
+func (s *Server) listPage(ctx context.Context, t string, q sessionListQuery) (sessionPage, error) {
 	query := fmt.Sprintf("WorkflowType = '%s' AND CtxTenant = '%s' AND ExecutionStatus != 'ContinuedAsNew' AND CtxStatus != '%s'",
 		workflows.SessionWorkflowName, t, workflows.StatusDeleted)
-	if st := c.Query("status"); st != "" {
+	if st := q.status; st != "" {
 		if !validStatus[st] {
-			writeError(c, errInvalid("status %q: want idle, running, paused, awaiting_approval or closed", st))
-			return
+			return sessionPage{}, errInvalid("status %q: want idle, running, paused, awaiting_approval or closed", st)
 		}
 		query += fmt.Sprintf(" AND CtxStatus = '%s'", st)
 	}
 	limit := 50
-	if l := c.Query("limit"); l != "" {
+	if l := q.limit; l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(c, errInvalid("limit %q: want an integer in [1, 1000]", l))
-			return
+			return sessionPage{}, errInvalid("limit %q: want an integer in [1, 1000]", l)
 		}
 		limit = n
 	}
 	var token []byte
-	if pt := c.Query("pageToken"); pt != "" {
+	if pt := q.pageToken; pt != "" {
+		var err error
 		if token, err = s.decodeToken(query, pt); err != nil {
-			writeError(c, errInvalid("pageToken is not one this listing returned: %v", err))
-			return
+			return sessionPage{}, errInvalid("pageToken is not one this listing returned: %v", err)
 		}
 	}
-	resp, err := s.c.ListWorkflow(c.Request.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+	resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Query: query, PageSize: int32(limit), NextPageToken: token,
 	})
 	if err != nil {
-		writeError(c, fromTemporal("list sessions", err))
-		return
+		return sessionPage{}, fromTemporal("list sessions", err)
 	}
 	out := make([]sessionSummary, 0, len(resp.GetExecutions()))
 	seen := map[string]bool{}
@@ -283,7 +298,7 @@ func (s *Server) listSessions(c *gin.Context) {
 		}
 		out = append(out, row)
 	}
-	c.JSON(http.StatusOK, gin.H{"sessions": out, "nextPageToken": s.encodeToken(query, resp.GetNextPageToken())})
+	return sessionPage{Sessions: out, NextPageToken: s.encodeToken(query, resp.GetNextPageToken())}, nil
 }
 
 // query runs a query on a session, with a deadline so that a session with
@@ -322,13 +337,9 @@ func (s *Server) getSession(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	var st workflows.SessionState
-	if err := s.query(c.Request.Context(), ref, workflows.QueryState, &st); err != nil {
+	st, err := s.liveState(c.Request.Context(), ref)
+	if err != nil {
 		writeError(c, err)
-		return
-	}
-	if st.Status == workflows.StatusDeleted {
-		writeError(c, errNotFound("session %s was deleted", ref.id))
 		return
 	}
 	out := sessionView{SessionState: st, MessagesURL: "/v1/sessions/" + ref.id + "/messages"}
@@ -341,6 +352,18 @@ func (s *Server) getSession(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// liveState reads a session's state; a deleted session is not found.
+func (s *Server) liveState(ctx context.Context, ref sessionRef) (workflows.SessionState, error) {
+	var st workflows.SessionState
+	if err := s.query(ctx, ref, workflows.QueryState, &st); err != nil {
+		return st, err
+	}
+	if st.Status == workflows.StatusDeleted {
+		return st, errNotFound("session %s was deleted", ref.id)
+	}
+	return st, nil
 }
 
 // sessionView is GET /v1/sessions/{id}: the session's state, the running
@@ -365,13 +388,9 @@ func (s *Server) getMessages(c *gin.Context) {
 		writeError(c, errUnavailable("this API process cannot read transcripts: `ctxflow dev` can, and so can an API that shares the workers' transcript store"))
 		return
 	}
-	var st workflows.SessionState
-	if err := s.query(c.Request.Context(), ref, workflows.QueryState, &st); err != nil {
+	st, err := s.liveState(c.Request.Context(), ref)
+	if err != nil {
 		writeError(c, err)
-		return
-	}
-	if st.Status == workflows.StatusDeleted {
-		writeError(c, errNotFound("session %s was deleted", ref.id))
 		return
 	}
 	leaf := st.ActiveLeaf
@@ -428,29 +447,41 @@ func (s *Server) deleteSession(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	switch status, err := s.sessionStatus(c.Request.Context(), ref); {
+	switch closed, err := s.removeSession(c.Request.Context(), ref); {
 	case err != nil:
 		writeError(c, err)
-		return
+	case closed:
+		c.Status(http.StatusNoContent)
+	default:
+		c.JSON(http.StatusAccepted, deleting(ref))
+	}
+}
+
+// deleting is the answer to a deletion still under way after closeWait.
+func deleting(ref sessionRef) gin.H { return gin.H{"sessionId": ref.id, "status": "deleting"} }
+
+// removeSession closes a session and deletes its transcript: closed is
+// false when it is still being closed after closeWait (it will be).
+func (s *Server) removeSession(ctx context.Context, ref sessionRef) (closed bool, err error) {
+	switch status, err := s.sessionStatus(ctx, ref); {
+	case err != nil:
+		return false, err
 	case status == "":
-		writeError(c, errNotFound("session %s not found", ref.id))
-		return
+		return false, errNotFound("session %s not found", ref.id)
 	case status == workflows.StatusDeleted:
-		writeError(c, errNotFound("session %s was deleted", ref.id))
-		return
+		return false, errNotFound("session %s was deleted", ref.id)
 	}
 	// A session whose run ended idle is revived to be closed: its
 	// transcript is deleted by the workflow, like any other's.
 	in, err := s.sessionInput(ref, "", s.opts.Defaults)
 	if err != nil {
-		writeError(c, err)
-		return
+		return false, err
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), closeWait)
+	wctx, cancel := context.WithTimeout(ctx, closeWait)
 	defer cancel()
-	err = whileNotReady(ctx, func() error { // closing twice is closing once
+	err = whileNotReady(wctx, func() error { // closing twice is closing once
 		op := s.c.NewWithStartWorkflowOperation(s.startOptions(ref, "", s.opts.Defaults), workflows.SessionWorkflowName, in)
-		h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		h, err := s.c.UpdateWithStartWorkflow(wctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: op,
 			UpdateOptions: client.UpdateWorkflowOptions{
 				UpdateName: workflows.UpdateClose, Args: []any{workflows.CloseRequest{Delete: true}},
@@ -458,17 +489,17 @@ func (s *Server) deleteSession(c *gin.Context) {
 			},
 		})
 		if err == nil {
-			err = h.Get(ctx, nil)
+			err = h.Get(wctx, nil)
 		}
 		return err
 	})
 	switch {
 	case err == nil:
-		c.Status(http.StatusNoContent)
-	case ctx.Err() != nil && c.Request.Context().Err() == nil:
-		c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "status": "deleting"})
+		return true, nil
+	case wctx.Err() != nil && ctx.Err() == nil:
+		return false, nil
 	default:
-		writeError(c, fromTemporal("delete session "+ref.id, err))
+		return false, fromTemporal("delete session "+ref.id, err)
 	}
 }
 
@@ -725,11 +756,24 @@ func (s *Server) compress(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	if err := s.c.SignalWorkflow(c.Request.Context(), ref.workflowID(), "", workflows.SignalCompress, nil); err != nil {
-		writeError(c, fromTemporal("session "+ref.id, err))
+	if err := s.requestCompress(c.Request.Context(), ref); err != nil {
+		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusAccepted, gin.H{"sessionId": ref.id, "status": "compression requested"})
+	c.JSON(http.StatusAccepted, compressing(ref))
+}
+
+// requestCompress asks the session to summarise when it is next idle.
+func (s *Server) requestCompress(ctx context.Context, ref sessionRef) error {
+	if err := s.c.SignalWorkflow(ctx, ref.workflowID(), "", workflows.SignalCompress, nil); err != nil {
+		return fromTemporal("session "+ref.id, err)
+	}
+	return nil
+}
+
+// compressing is the answer to a compression requested.
+func compressing(ref sessionRef) gin.H {
+	return gin.H{"sessionId": ref.id, "status": "compression requested"}
 }
 
 func (s *Server) getSteps(c *gin.Context) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -39,18 +38,6 @@ func (s *Server) transcripts() (Transcripts, error) {
 		return nil, errUnavailable("this API process cannot read transcripts: `ctxflow dev` can, and so can an API that shares the workers' transcript store")
 	}
 	return s.opts.Transcripts, nil
-}
-
-// liveState reads a session's state; a deleted session is not found.
-func (s *Server) liveState(ctx context.Context, ref sessionRef) (workflows.SessionState, error) {
-	var st workflows.SessionState
-	if err := s.query(ctx, ref, workflows.QueryState, &st); err != nil {
-		return st, err
-	}
-	if st.Status == workflows.StatusDeleted {
-		return st, errNotFound("session %s was deleted", ref.id)
-	}
-	return st, nil
 }
 
 // getTree answers GET /v1/sessions/{id}/tree: every message with its
@@ -333,17 +320,10 @@ func (s *Server) getExport(c *gin.Context) {
 	c.Header("Content-Disposition", fmt.Sprintf("attachment; filename=%q", ref.id+".jsonl"))
 	c.Header("X-Active-Leaf", st.ActiveLeaf)
 	c.Status(http.StatusOK)
-	w := bufio.NewWriter(c.Writer)
-	for _, m := range exportOrder(msgs, st.ActiveLeaf) {
-		line, err := convo.MarshalEntry(m)
-		if err != nil { // the store validated it: log, and end the stream short
-			s.log.Error("export", "session", ref.id, "message", m.ID, "error", err)
-			return
-		}
-		_, _ = w.Write(line)
-		_ = w.WriteByte('\n')
+	if err := convo.EncodeJSONL(c.Writer, exportOrder(msgs, st.ActiveLeaf)); err != nil {
+		// a message the store took but cannot encode, or a client gone: the stream ends short
+		s.log.Warn("export ended short", "session", ref.id, "error", err)
 	}
-	_ = w.Flush()
 }
 
 // postImport answers POST /v1/sessions/import?sessionId=&leaf=: a JSONL

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -32,27 +29,6 @@ func DocumentKey(tenant, documentID string) string {
 		return documentID
 	}
 	return tenant + "/" + documentID
-}
-
-// IngestWorkflowID is the workflow id of a document: ingest/<doc>. Its
-// ingestions and its deletion ([DeleteDocumentWorkflow]) share it, so that
-// one document changes through one workflow at a time.
-func IngestWorkflowID(documentID string) string { return "ingest/" + documentID }
-
-// DocumentStartOptions are the start options of a document's workflows
-// (ingestion or deletion), for the API and `ctxflow ingest` alike: one at a
-// time per document, and an error (not the running workflow) when another
-// runs, so that a write is never confirmed that did not happen.
-func DocumentStartOptions(documentID, summary, details string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                                       IngestWorkflowID(documentID),
-		TaskQueue:                                TaskQueue,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		StaticSummary:                            summary,
-		StaticDetails:                            details,
-	}
 }
 
 var unsafeIDRun = regexp.MustCompile(`[^A-Za-z0-9._:-]+`)

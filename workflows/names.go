@@ -7,6 +7,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
@@ -72,4 +77,65 @@ func ParseSessionWorkflowID(workflowID string) (tenant, sessionID string, ok boo
 	}
 	tenant, sessionID, ok = strings.Cut(rest, "/")
 	return tenant, sessionID, ok && tenant != "" && sessionID != ""
+}
+
+// SessionStartOptions are the start options of a session's workflow, for
+// every route that may start one: the session's id, one run at a time (a
+// request for a running session reaches that run), a summary and details
+// for the Temporal UI, the title in the memo, and the search attributes
+// the listing reads.
+func SessionStartOptions(tenant, sessionID, title string, cfg SessionConfig) client.StartWorkflowOptions {
+	summary := "Session " + sessionID
+	if title != "" {
+		summary += ": " + title
+	}
+	return client.StartWorkflowOptions{
+		ID:                       SessionWorkflowID(tenant, sessionID),
+		TaskQueue:                TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            summary,
+		StaticDetails: fmt.Sprintf("tenant `%s` · model `%s` · window %s (%d rounds, %d tokens)",
+			tenant, cfg.LLMModel, cfg.WindowStrategy, cfg.MaxRounds, cfg.MaxTokens),
+		Memo: map[string]any{"title": title},
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			SAttrTenant.ValueSet(tenant),
+			SAttrStatus.ValueSet(StatusIdle),
+		),
+	}
+}
+
+// IngestWorkflowID is the workflow id of a document: ingest/<doc>. Its
+// ingestions and its deletion ([DeleteDocumentWorkflow]) share it, so that
+// one document changes through one workflow at a time.
+func IngestWorkflowID(documentID string) string { return "ingest/" + documentID }
+
+// DocumentStartOptions are the start options of a document's workflows
+// (ingestion or deletion), for the API and `ctxflow ingest` alike: one at a
+// time per document, and an error (not the running workflow) when another
+// runs, so that a write is never confirmed that did not happen.
+func DocumentStartOptions(documentID, summary, details string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                                       IngestWorkflowID(documentID),
+		TaskQueue:                                TaskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            summary,
+		StaticDetails:                            details,
+	}
+}
+
+// CorrectiveWorkflowID is the workflow id of a corrective query that no
+// session runs (POST /v1/rag/corrective): rag/<id>.
+func CorrectiveWorkflowID(id string) string { return "rag/" + id }
+
+// CorrectiveStartOptions are the start options of such a query: it may
+// run for wait (the API's wait for its answer) and a minute more.
+func CorrectiveStartOptions(id, query string, wait time.Duration) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID: CorrectiveWorkflowID(id), TaskQueue: TaskQueue,
+		WorkflowExecutionTimeout: wait + time.Minute,
+		StaticSummary:            "Corrective RAG: " + convo.Clip(query, 80),
+	}
 }
