@@ -22,17 +22,18 @@ var sectionPages = map[string]string{"mcp-tools": "agents.md"}
 var sectionLink = regexp.MustCompile(`\]\(#([^)]+)\)`)
 
 // ConfigTable is the Markdown table of every environment variable ctxflow
-// reads, from [config.Vars], in its order.
+// reads, from [config.Vars], in its order: its name, default, values (the
+// range or the choices load checks) and meaning.
 func ConfigTable() string {
 	var b strings.Builder
-	b.WriteString("| variable | default | meaning |\n|---|---|---|\n")
+	b.WriteString("| variable | default | values | meaning |\n|---|---|---|---|\n")
 	for _, v := range config.Vars {
 		meaning := strings.ReplaceAll(v.Meaning, "|", `\|`)
 		meaning = sectionLink.ReplaceAllStringFunc(meaning, func(l string) string {
 			section := sectionLink.FindStringSubmatch(l)[1]
 			return "](" + sectionPages[section] + "#" + section + ")"
 		})
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", v.Name, v.Default, meaning)
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", v.Name, v.Default, v.Values, meaning)
 	}
 	return b.String()
 }
