@@ -31,6 +31,10 @@ func TestDeploycheck(t *testing.T) {
 		{"compose.yaml", "MILVUS_ADDRESS: milvus:19530", "MILVUS_ADRESS: milvus:19530", "service worker sets MILVUS_ADRESS, which ctxflow does not read"},
 		{"compose.yaml", "depends_on: [etcd, minio]", "depends_on: [etcd, minio2]", "service milvus depends on minio2, which is not a service"},
 		{"compose.yaml", "secrets: [api_keys]", "secrets: [api_key]", "service api uses secret api_key, which is not declared"},
+		// deploylint: values ctxflow would refuse at start-up (internal/config.Check).
+		{"k8s/config.yaml", "CTXFLOW_LOG_FORMAT: json", "CTXFLOW_LOG_FORMAT: xml", `k8s/config.yaml: ConfigMap: CTXFLOW_LOG_FORMAT "xml": want text or json`},
+		{"k8s/secrets.yaml", `CTXFLOW_TOKEN_SECRET: "CHANGE-ME-to-32-random-bytes-in-hex"`, `CTXFLOW_TOKEN_SECRET: "short"`, "Secret: CTXFLOW_TOKEN_SECRET: 5 bytes, want at least 16"},
+		{"compose.yaml", "CTXFLOW_TRANSCRIPT_STORE: postgres", "CTXFLOW_TRANSCRIPT_STORE: sqlite", `CTXFLOW_TRANSCRIPT_STORE "sqlite": want file or postgres`},
 		// The Dockerfile: another Go than go.mod's, root.
 		{"Dockerfile", "FROM golang:1.26-", "FROM golang:1.25-", "does not build FROM golang:1.26"},
 		{"Dockerfile", "USER 65532:65532\n", "", "image runs as root"},

@@ -7,7 +7,8 @@
 #                 interpolation, ports, durations...;
 #   both          deploy/deploylint: compose references (depends_on,
 #                 volumes, secrets, the Dockerfile) and that every variable
-#                 set for ctxflow is one it reads (internal/config.Vars);
+#                 set for ctxflow is one it reads (internal/config.Vars), to
+#                 a value it accepts (internal/config.Check);
 #   Dockerfile    its Go is go.mod's, its last USER is not root, and its
 #                 static build (CGO_ENABLED=0, linux) resolves every package.
 # Images are not built and nothing is run.

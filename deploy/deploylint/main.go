@@ -10,11 +10,15 @@
 //	    check compose-go's model of a compose file (its -format json
 //	    output): every service, volume and secret a service names is
 //	    defined, a built service's Dockerfile exists, and the services built
-//	    here set only variables ctxflow reads
+//	    here set only variables ctxflow reads, to values it accepts
 //	deploylint k8s FILE [FILE ...]
 //	    check that every key of a ConfigMap's data or a Secret's data and
 //	    stringData is a variable ctxflow reads (deploy/k8s keeps ctxflow's
-//	    environment there)
+//	    environment there), and that the values in plain text (data of a
+//	    ConfigMap, stringData of a Secret) are ones it accepts
+//
+// Both take the variables and what each accepts from internal/config, where
+// each is declared (config.Vars, config.Check).
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ctxflow/ctxflow/internal/config"
@@ -248,9 +253,13 @@ func checkCompose(r io.Reader) ([]string, error) {
 		if _, err := os.Stat(df); err != nil {
 			add("service %s is built from %s: %v", name, df, err)
 		}
-		for v := range s.Environment {
+		for v, val := range s.Environment {
 			if !ctxflowVar(v) {
 				add("service %s sets %s, which ctxflow does not read (internal/config.Vars)", name, v)
+			} else if text, ok := val.(string); ok {
+				if err := config.Check(v, text); err != nil {
+					add("service %s: %v", name, err)
+				}
 			}
 		}
 	}
@@ -261,12 +270,13 @@ func checkCompose(r io.Reader) ([]string, error) {
 var (
 	docKind  = regexp.MustCompile(`^kind:\s*(\S+)`)
 	envBlock = regexp.MustCompile(`^(data|stringData):\s*$`)
-	blockKey = regexp.MustCompile(`^  ([^\s#][^:]*):`)
+	blockKey = regexp.MustCompile(`^  ([^\s#][^:]*):(.*)$`)
 )
 
 // checkK8sEnv lists the keys of the ConfigMaps' and Secrets' data that are
-// not ctxflow variables. It reads the block style of deploy/k8s (kubeconform
-// has validated the YAML): top-level data:/stringData:, keys indented by two.
+// not ctxflow variables, and the plain values ctxflow would refuse. It reads
+// the block style of deploy/k8s (kubeconform has validated the YAML):
+// top-level data:/stringData:, keys indented by two, one-line values.
 func checkK8sEnv(files []string) ([]string, error) {
 	var problems []string
 	for _, f := range files {
@@ -274,13 +284,21 @@ func checkK8sEnv(files []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		var kind string
-		var keys []string
+		type entry struct {
+			key, value string
+			plain      bool // not base64 (a Secret's data)
+		}
+		var kind, block string
+		var keys []entry
 		flush := func() {
 			if kind == "ConfigMap" || kind == "Secret" {
 				for _, k := range keys {
-					if !ctxflowVar(k) {
-						problems = append(problems, fmt.Sprintf("k8s: %s: %s key %s is not a variable ctxflow reads (internal/config.Vars)", f, kind, k))
+					if !ctxflowVar(k.key) {
+						problems = append(problems, fmt.Sprintf("k8s: %s: %s key %s is not a variable ctxflow reads (internal/config.Vars)", f, kind, k.key))
+					} else if v, ok := yamlScalar(k.value); ok && (kind == "ConfigMap" || k.plain) {
+						if err := config.Check(k.key, v); err != nil {
+							problems = append(problems, fmt.Sprintf("k8s: %s: %s: %v", f, kind, err))
+						}
 					}
 				}
 			}
@@ -296,10 +314,11 @@ func checkK8sEnv(files []string) ([]string, error) {
 				inBlock = false
 			case line == "" || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "#"):
 				if k := blockKey.FindStringSubmatch(line); inBlock && k != nil {
-					keys = append(keys, strings.Trim(k[1], `"'`))
+					keys = append(keys, entry{strings.Trim(k[1], `"'`), k[2], block == "stringData"})
 				}
 			default:
 				inBlock = envBlock.MatchString(line)
+				block = strings.TrimSpace(strings.TrimSuffix(line, ":"))
 				if k := docKind.FindStringSubmatch(line); k != nil {
 					kind = k[1]
 				}
@@ -322,4 +341,28 @@ func ctxflowVar(name string) bool {
 		}
 	}
 	return false
+}
+
+// yamlScalar reads the one-line value after a key: plain (up to a " #"
+// comment), "double-quoted" or 'single-quoted'. False for what it does not
+// read (block scalars, flow collections).
+func yamlScalar(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	switch {
+	case strings.HasPrefix(s, `"`):
+		v, err := strconv.Unquote(s[:strings.LastIndex(s, `"`)+1])
+		return v, err == nil
+	case strings.HasPrefix(s, "'"):
+		end := strings.LastIndex(s, "'")
+		if end == 0 {
+			return "", false
+		}
+		return strings.ReplaceAll(s[1:end], "''", "'"), true
+	case s == "" || strings.ContainsAny(s[:1], "|>[{&*!"):
+		return "", false
+	}
+	if i := strings.Index(s, " #"); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s, true
 }
