@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,9 +44,21 @@ func TestSteerAndCancelOverHTTP(t *testing.T) {
 		}
 		return call
 	}}
+	thinking := make(chan struct{}) // closed when the slow task's model call is done with
+	var thinks atomic.Int32
 	fake.SetReply(func(req fakeollama.ChatRequestLite) string {
 		if len(req.Tools) == 0 && lastMessage(req).Content == "Tell me a long story" {
 			return storyWords
+		}
+		for _, m := range req.Messages {
+			if m.Role == "user" && strings.Contains(m.Content, "Write a long report") {
+				thinks.Add(1)
+				select { // a model that takes its time
+				case <-thinking:
+				case <-time.After(time.Minute):
+				}
+				return "The report."
+			}
 		}
 		return script.reply(req)
 	})
@@ -122,6 +135,37 @@ func TestSteerAndCancelOverHTTP(t *testing.T) {
 		}
 		if code, _ := s.do(ctx, http.MethodPost, "/v1/sessions/stop/turns/nope/cancel", nil, nil); code != http.StatusNotFound {
 			t.Errorf("cancel of an unknown turn: %d, want 404", code)
+		}
+	})
+
+	t.Run("cancel a task while its model thinks", func(t *testing.T) {
+		defer close(thinking)
+		if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/slow/tasks", map[string]any{"goal": "Write a long report", "taskId": "report"}, nil); code != http.StatusAccepted {
+			t.Fatalf("task: %d %v", code, err)
+		}
+		for thinks.Load() == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("the task never asked the model\n%s", s.workerLogs())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		start := time.Now()
+		var res workflows.TurnResult
+		code, err := s.do(ctx, http.MethodPost, "/v1/sessions/slow/turns/report/cancel", nil, &res)
+		took := time.Since(start)
+		if code != http.StatusOK || res.Status != workflows.TurnCancelled {
+			t.Fatalf("cancel: %d %v %+v\n%s", code, err, res, s.workerLogs())
+		}
+		// The model would take a minute: the cancel did not wait for it.
+		if took > 30*time.Second {
+			t.Errorf("the cancel answered after %s: it waited for the model", took)
+		}
+		st, err := s.taskState(ctx, "slow", "report")
+		if err != nil || st.Status != workflows.TaskCanceled || st.Answer != "" {
+			t.Errorf("task after the cancel: %v %s %q", err, st.Status, st.Answer)
+		}
+		if os.Getenv("CTXFLOW_RECORD_HISTORY") == "1" {
+			writeHistory(t, ctx, s, workflows.TaskWorkflowID(workflows.DefaultTenant, "slow", "report"), "", "testdata/task_cancel_think.json")
 		}
 	})
 

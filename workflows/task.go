@@ -139,6 +139,9 @@ type task struct {
 	catalog   map[string]activities.ToolInfo
 	continues int // continue requests not yet acted on
 	canceled  bool
+	// stopThink cancels the step's model call (since change
+	// "task-cancel-think"): a cancel does not wait for the model's answer.
+	stopThink func()
 	waiting   int // continue updates whose callers wait
 	// factsID is the facts record the model calls read; factsDirty says
 	// the facts changed since it was saved.
@@ -194,6 +197,9 @@ func (t *task) setup(ctx workflow.Context) error {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		cancel.Receive(ctx, nil)
 		t.canceled = true
+		if t.stopThink != nil {
+			t.stopThink()
+		}
 	})
 	return nil
 }
@@ -219,6 +225,10 @@ func (t *task) localCtx(ctx workflow.Context, summary string) workflow.Context {
 func (t *task) actx(ctx workflow.Context, summary string, timeout time.Duration, attempts int) workflow.Context {
 	return activityCtx(ctx, t.limits, summary, timeout, attempts)
 }
+
+// taskCancelThinkChange: a cancel cancels the step's model call instead of
+// waiting for its answer.
+const taskCancelThinkChange = "task-cancel-think"
 
 func (t *task) run(ctx workflow.Context) error {
 	catalog, err := t.listTools(ctx)
@@ -296,10 +306,20 @@ func (t *task) step(ctx workflow.Context) (bool, error) {
 		return false, err
 	}
 	var th activities.ThinkResult
-	err := workflow.ExecuteActivity(t.actx(ctx, fmt.Sprintf("step %d: think", t.st.Step), t.limits.LLMTimeout, 3), agent.Think, activities.ThinkInput{
+	thinkCtx := ctx
+	if workflow.GetVersion(ctx, taskCancelThinkChange, workflow.DefaultVersion, 1) == 1 {
+		var stop workflow.CancelFunc
+		thinkCtx, stop = workflow.WithCancel(ctx)
+		t.stopThink = func() { stop() }
+		defer func() { t.stopThink = nil }()
+	}
+	err := workflow.ExecuteActivity(t.actx(thinkCtx, fmt.Sprintf("step %d: think", t.st.Step), t.limits.LLMTimeout, 3), agent.Think, activities.ThinkInput{
 		Task: t.key, Goal: t.in.Goal, Step: t.st.Step, Leaf: t.st.Leaf, SummaryID: t.summaryID(), Window: t.window(),
 		FactsID: t.factsID, ToolsID: t.toolsID, Steps: t.recentSteps(), Model: t.in.Model, Options: activities.ModelOptions{NumPredict: t.limits.LLMMaxTokens},
 	}).Get(ctx, &th)
+	if t.canceled && thinkCtx != ctx {
+		return false, nil // the model call was cancelled: the task ends canceled
+	}
 	if err != nil {
 		return false, err
 	}

@@ -401,3 +401,69 @@ func TestTaskStepWithTwoCalls(t *testing.T) {
 		t.Errorf("step 2 saw %d tool results, want 2: %+v", results, view)
 	}
 }
+
+// thinkingPlanner's every step thinks until its context ends or wait
+// passes; returned says whether a step answered.
+type thinkingPlanner struct {
+	wait     time.Duration
+	mu       sync.Mutex
+	returned bool
+	canceled bool
+}
+
+func (p *thinkingPlanner) Next(ctx context.Context, _ activities.PlanRequest) (activities.PlanStep, error) {
+	select {
+	case <-ctx.Done():
+		p.mu.Lock()
+		p.canceled = true
+		p.mu.Unlock()
+		return activities.PlanStep{}, ctx.Err()
+	case <-time.After(p.wait):
+	}
+	p.mu.Lock()
+	p.returned = true
+	p.mu.Unlock()
+	return use("list_tables", struct{}{}), nil
+}
+
+// A cancel while the task's model thinks cancels the model call: the task
+// ends canceled at once, without waiting for the answer, and runs no tool.
+func TestTaskCancelStopsItsModelCall(t *testing.T) {
+	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	tok, err := tiktoken.New("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	planner := &thinkingPlanner{wait: 20 * time.Second}
+	calls := &sync.Map{}
+	env := newHarnessWith(t, store, func(s *activities.Session, env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterWorkflowWithOptions(workflows.TaskWorkflow, workflow.RegisterOptions{Name: workflows.TaskWorkflowName})
+		env.RegisterActivity(&activities.Agent{Transcript: store, Tools: fakeTools(calls), Planner: planner, Tokenizer: tok})
+	}).env
+	// Sent while the first step thinks (an activity runs: wall time).
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, 500*time.Millisecond)
+	start := time.Now()
+	env.ExecuteWorkflow(workflows.TaskWorkflowName, taskInput(10))
+	took := time.Since(start)
+
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("task: completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	var st workflows.TaskState
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	planner.mu.Lock()
+	returned := planner.returned
+	planner.mu.Unlock()
+	if st.Status != workflows.TaskCanceled || returned || took > 10*time.Second {
+		t.Errorf("status %s after %s, the model answered: %v; want canceled at once, the call cancelled", st.Status, took, returned)
+	}
+	if _, ran := calls.Load("list_tables"); ran {
+		t.Error("a tool ran after the cancel")
+	}
+}
