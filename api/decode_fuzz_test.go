@@ -339,10 +339,10 @@ func checkAccepted(t *testing.T, route string, body []byte, plain bool, got *sen
 			t.Fatalf("edit of %q", req.EditOf)
 		}
 	case "fork":
-		kind, question = workflows.KindSeed, req.Question
-		if req.Seed == nil || req.Seed.From == nil || plain && req.Seed.Through != field("fromMessageId") ||
-			*req.Seed.From != (activities.SessionKey{Tenant: "default", SessionID: "s1"}) {
-			t.Fatalf("fork: seed %+v from body %q", req.Seed, body)
+		kind, question = workflows.KindImport, req.Question
+		if req.Import == nil || req.Import.From == nil || plain && req.Import.Through != field("fromMessageId") ||
+			*req.Import.From != (activities.SessionKey{Tenant: "default", SessionID: "s1"}) {
+			t.Fatalf("fork: seed %+v from body %q", req.Import, body)
 		}
 		dst := opts.StartWorkflowOperation.(*startOp).opts.ID
 		id, _ := strings.CutPrefix(dst, "session/default/")

@@ -244,7 +244,7 @@ func (s *Server) postFork(c *gin.Context) {
 	src := ref.key()
 	dst := sessionRef{tenant: ref.tenant, id: body.SessionID}
 	res, ok := s.treeOp(c, dst, workflows.TurnRequest{TurnID: body.turnID("fork"), Question: "fork " + ref.id + " at " + body.FromMessageID,
-		Kind: workflows.KindSeed, Seed: &workflows.Seed{From: &src, Through: body.FromMessageID}})
+		Kind: workflows.KindImport, Import: &workflows.TranscriptImport{From: &src, Through: body.FromMessageID}})
 	if ok {
 		c.JSON(http.StatusCreated, gin.H{"sessionId": dst.id, "forkedFrom": ref.id, "activeLeaf": res.ActiveLeaf,
 			"turns": res.SessionInfo.Turns, "messages": res.SessionInfo.Messages})
@@ -373,7 +373,7 @@ func (s *Server) postImport(c *gin.Context) {
 	}
 	ref := sessionRef{tenant: t, id: id}
 	res, ok := s.treeOp(c, ref, workflows.TurnRequest{TurnID: newID("import"), Question: "import " + id,
-		Kind: workflows.KindSeed, Seed: &workflows.Seed{Path: path, SHA256: fmt.Sprintf("%x", sum), Leaf: leaf}})
+		Kind: workflows.KindImport, Import: &workflows.TranscriptImport{Path: path, SHA256: fmt.Sprintf("%x", sum), Leaf: leaf}})
 	if ok {
 		c.JSON(http.StatusCreated, gin.H{"sessionId": id, "activeLeaf": res.ActiveLeaf, "messages": len(msgs), "turns": res.SessionInfo.Turns})
 	}

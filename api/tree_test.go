@@ -141,8 +141,8 @@ func TestImport(t *testing.T) {
 		t.Fatalf("import = %d %s", w.Code, w.Body)
 	}
 	u := (*got)[0]
-	if r := u.UpdateOptions.Args[0].(workflows.TurnRequest); r.Kind != workflows.KindSeed || r.Seed == nil || r.Seed.Path == "" ||
-		len(r.Seed.SHA256) != 64 || r.Seed.Leaf != "t2.a" || u.StartWorkflowOperation.(*startOp).opts.ID != "session/default/copy" {
+	if r := u.UpdateOptions.Args[0].(workflows.TurnRequest); r.Kind != workflows.KindImport || r.Import == nil || r.Import.Path == "" ||
+		len(r.Import.SHA256) != 64 || r.Import.Leaf != "t2.a" || u.StartWorkflowOperation.(*startOp).opts.ID != "session/default/copy" {
 		t.Errorf("import turn %+v", r)
 	}
 	for _, tc := range []struct{ name, query, body, want string }{
@@ -212,8 +212,8 @@ func TestTreeTurns(t *testing.T) {
 	u = (*got)[len(*got)-1]
 	r := u.UpdateOptions.Args[0].(workflows.TurnRequest)
 	op := u.StartWorkflowOperation.(*startOp)
-	if op.opts.ID != "session/default/s2" || r.Kind != workflows.KindSeed || r.Seed == nil || r.Seed.From == nil ||
-		*r.Seed.From != (activities.SessionKey{Tenant: "default", SessionID: "s1"}) || r.Seed.Through != "t0.a" {
+	if op.opts.ID != "session/default/s2" || r.Kind != workflows.KindImport || r.Import == nil || r.Import.From == nil ||
+		*r.Import.From != (activities.SessionKey{Tenant: "default", SessionID: "s1"}) || r.Import.Through != "t0.a" {
 		t.Errorf("fork turn %+v to %s", r, op.opts.ID)
 	}
 }

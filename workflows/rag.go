@@ -383,14 +383,14 @@ func (c *corrective) generate(ctx workflow.Context) error {
 	return c.node(ctx, "generate", len(c.res.RewriteHistory), func() (string, error) {
 		detail := fmt.Sprintf("from %d documents %v", len(docs), ids)
 		if c.in.Generate != nil {
-			gin := *c.in.Generate
+			genIn := *c.in.Generate
 			// Documents that passed before a failed retrieval are still used.
-			gin.UseDocs, gin.Docs = len(docs) > 0 || c.res.Retrieval.Error == "", docs
+			genIn.UseDocs, genIn.Docs = len(docs) > 0 || c.res.Retrieval.Error == "", docs
 			// Three attempts of the model's own; more for lost workers
 			// (see lostWorkerAttempts).
-			gin.Attempts = 3
+			genIn.Attempts = 3
 			var gen activities.GenerateResult
-			_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, "generate with "+gin.Model, 3+lostWorkerAttempts, sa.Generate, gin, &gen)
+			_, err := modelCall(ctx, c.in.Limits, c.in.FastModel, "generate with "+genIn.Model, 3+lostWorkerAttempts, sa.Generate, genIn, &gen)
 			c.res.Answer, c.res.Model, c.res.Engine = gen.Answer, gen.Model, gen.Engine
 			c.res.PromptTokens, c.res.CompletionTokens, c.res.CountedTokens = gen.PromptTokens, gen.CompletionTokens, gen.CountedTokens
 			return detail, err

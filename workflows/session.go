@@ -480,7 +480,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if err := s.refuseBusy(req); err != nil {
 		return err
 	}
-	if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); req.Kind == KindSeed && !seen && !s.fresh() {
+	if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); req.Kind == KindImport && !seen && !s.fresh() {
 		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" already exists: fork or import into a new session id", activities.CodeConflict, nil)
 	}
 	if req.Kind == KindContinue {

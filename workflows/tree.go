@@ -11,7 +11,7 @@ import (
 )
 
 // Conversation trees (seed 004): a branch turn moves the active leaf, an
-// edit asks a question again beside an earlier one, a seed turn fills a
+// edit asks a question again beside an earlier one, an import turn fills a
 // new session with another's branch (fork) or an imported transcript. They
 // run in the turn queue, so they are ordered with the turns around them
 // and idempotent by turn id like them.
@@ -49,15 +49,16 @@ func (s *session) editParent(ctx workflow.Context, req TurnRequest, res *TurnRes
 	return ref.ParentID, nil
 }
 
-// seed is a seed turn: the new session gets the messages, the active leaf
-// and the turn ids (in its ledger) of the fork or the import.
-func (s *session) seed(ctx workflow.Context, req TurnRequest, res *TurnResult) {
+// importTranscript is an import turn (KindImport): the new session gets
+// the messages, the active leaf and the turn ids (in its ledger) of the
+// fork or the import.
+func (s *session) importTranscript(ctx workflow.Context, req TurnRequest, res *TurnResult) {
 	if s.st.ActiveLeaf != "" || s.st.Messages > 0 { // a seed that came as a signal
 		res.Status, res.ErrorCode = TurnRejected, activities.CodeConflict
 		res.Error = "session " + s.key.String() + " already has messages: fork or import into a new session id"
 		return
 	}
-	sd := req.Seed
+	sd := req.Import
 	var out activities.SeedResult
 	summary := "import a transcript"
 	if sd.From != nil {

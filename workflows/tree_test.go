@@ -101,10 +101,10 @@ func TestForkSeedsANewSession(t *testing.T) {
 	h := newHarness(t)
 	src := activities.SessionKey{Tenant: "t1", SessionID: "src"}
 	seedSource(t, h, src)
-	fork := h.update(time.Second, workflows.TurnRequest{TurnID: "f", Question: "fork", Kind: workflows.KindSeed,
-		Seed: &workflows.Seed{From: &src, Through: "t0.a"}})
-	again := h.update(2*time.Second, workflows.TurnRequest{TurnID: "f2", Question: "fork", Kind: workflows.KindSeed,
-		Seed: &workflows.Seed{From: &src, Through: "t1.a"}})
+	fork := h.update(time.Second, workflows.TurnRequest{TurnID: "f", Question: "fork", Kind: workflows.KindImport,
+		Import: &workflows.TranscriptImport{From: &src, Through: "t0.a"}})
+	again := h.update(2*time.Second, workflows.TurnRequest{TurnID: "f2", Question: "fork", Kind: workflows.KindImport,
+		Import: &workflows.TranscriptImport{From: &src, Through: "t1.a"}})
 	reused := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t0", Question: "not first"})
 	next := h.update(4*time.Second, workflows.TurnRequest{TurnID: "t2", Question: "after the fork"})
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
@@ -129,8 +129,8 @@ func TestForkSeedsANewSession(t *testing.T) {
 	}
 	// Forking at a message the source lacks is refused: not found.
 	h2 := newHarness(t)
-	bad := h2.update(time.Second, workflows.TurnRequest{TurnID: "f", Question: "fork", Kind: workflows.KindSeed,
-		Seed: &workflows.Seed{From: &src, Through: "nope"}})
+	bad := h2.update(time.Second, workflows.TurnRequest{TurnID: "f", Question: "fork", Kind: workflows.KindImport,
+		Import: &workflows.TranscriptImport{From: &src, Through: "nope"}})
 	h2.env.ExecuteWorkflow(workflows.SessionWorkflowName, h2.input(workflows.Limits{IdleTTL: time.Hour}))
 	if bad.result.Status != workflows.TurnRejected || bad.result.ErrorCode != activities.CodeNotFound {
 		t.Errorf("fork at an unknown message = %+v", bad.result)
@@ -153,8 +153,8 @@ func TestImportSeedsANewSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	imp := h.update(time.Second, workflows.TurnRequest{TurnID: "i", Question: "import", Kind: workflows.KindSeed,
-		Seed: &workflows.Seed{Path: path, SHA256: hex.EncodeToString(sum[:])}})
+	imp := h.update(time.Second, workflows.TurnRequest{TurnID: "i", Question: "import", Kind: workflows.KindImport,
+		Import: &workflows.TranscriptImport{Path: path, SHA256: hex.EncodeToString(sum[:])}})
 	next := h.update(2*time.Second, workflows.TurnRequest{TurnID: "t2", Question: "third"})
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
 	if imp.result.Status != workflows.TurnCompleted || imp.result.ActiveLeaf != "t1.a" || h.parentOf(t, "t2.u") != "t1.a" || next.result.Status != workflows.TurnCompleted {
@@ -176,8 +176,8 @@ func TestImportSeedsANewSession(t *testing.T) {
 	}
 
 	h2 := newHarness(t)
-	changed := h2.update(time.Second, workflows.TurnRequest{TurnID: "i", Question: "import", Kind: workflows.KindSeed,
-		Seed: &workflows.Seed{Path: path, SHA256: strings.Repeat("0", 64)}})
+	changed := h2.update(time.Second, workflows.TurnRequest{TurnID: "i", Question: "import", Kind: workflows.KindImport,
+		Import: &workflows.TranscriptImport{Path: path, SHA256: strings.Repeat("0", 64)}})
 	h2.env.ExecuteWorkflow(workflows.SessionWorkflowName, h2.input(workflows.Limits{IdleTTL: time.Hour}))
 	if changed.result.Status != workflows.TurnRejected || changed.result.ErrorCode != activities.CodeDocumentChanged || h2.transcriptLen(t) != 0 {
 		t.Errorf("import of a changed file = %+v", changed.result)
@@ -230,8 +230,8 @@ func TestImportWithAnInnerLeafBranchesThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	h.update(time.Second, workflows.TurnRequest{TurnID: "i", Question: "import", Kind: workflows.KindSeed,
-		Seed: &workflows.Seed{Path: path, SHA256: hex.EncodeToString(sum[:]), Leaf: "t0.a"}})
+	h.update(time.Second, workflows.TurnRequest{TurnID: "i", Question: "import", Kind: workflows.KindImport,
+		Import: &workflows.TranscriptImport{Path: path, SHA256: hex.EncodeToString(sum[:]), Leaf: "t0.a"}})
 	next := h.update(2*time.Second, workflows.TurnRequest{TurnID: "t2", Question: "instead of the second"})
 	after := h.update(3*time.Second, workflows.TurnRequest{TurnID: "t3", Question: "then"})
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))

@@ -39,8 +39,8 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	case KindBranch:
 		s.branchTo(ctx, req, res)
 		return lostRunNow
-	case KindSeed:
-		s.seed(ctx, req, res)
+	case KindImport:
+		s.importTranscript(ctx, req, res)
 		return lostRunNow
 	}
 	parent := s.st.ActiveLeaf
@@ -283,7 +283,7 @@ func (s *session) save(ctx workflow.Context, req TurnRequest, cfg SessionConfig,
 // the conversation, then the corrective loop (a child workflow, whose
 // history holds the documents) answering over the turn's window.
 func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg SessionConfig,
-	lc activities.LoadContextResult, gin activities.GenerateInput, res *TurnResult,
+	lc activities.LoadContextResult, genIn activities.GenerateInput, res *TurnResult,
 ) (activities.GenerateResult, error) {
 	rq := activities.RewriteQuestionResult{Question: req.Question}
 	fast := s.fastModel(ctx, cfg.LLMModel)
@@ -321,7 +321,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 			return workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
 				Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
 				MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
-				Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &gin, Limits: s.limits, FastModel: fast,
+				Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &genIn, Limits: s.limits, FastModel: fast,
 			}).Get(ctx, &out)
 		})
 		return correctiveDetails(childID, out), err

@@ -25,15 +25,15 @@ const (
 	// KindBranch moves the session's active leaf to Target: the next turn
 	// appends there (conversation trees).
 	KindBranch = "branch"
-	// KindSeed fills a new session from Seed: a fork of another session's
+	// KindImport fills a new session from Import: a fork of another session's
 	// branch, or an imported transcript.
-	KindSeed = "seed"
+	KindImport = "seed"
 )
 
-// Seed is what a seed turn fills a new session with: the branch of From
+// TranscriptImport is what an import turn fills a new session with: the branch of From
 // up to Through (a fork), or the transcript uploaded to Path (an import,
 // checked against SHA256; Leaf its active leaf, "" for its last message).
-type Seed struct {
+type TranscriptImport struct {
 	From    *activities.SessionKey `json:"from,omitempty"`
 	Through string                 `json:"through,omitempty"`
 	Path    string                 `json:"path,omitempty"`
@@ -56,8 +56,8 @@ type TurnRequest struct {
 	EditOf string `json:"editOf,omitempty"`
 	// Target is the message a branch turn moves the active leaf to.
 	Target string `json:"target,omitempty"`
-	// Seed is what a seed turn fills the new session with.
-	Seed *Seed `json:"seed,omitempty"`
+	// Import is what an import turn (KindImport) fills the new session with.
+	Import *TranscriptImport `json:"seed,omitempty"`
 	// Config holds per-turn overrides ([TurnOptions]) as raw JSON so that
 	// unknown keys can be rejected.
 	Config json.RawMessage `json:"config,omitempty"`
@@ -86,12 +86,12 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig, lim Limits) error {
 		if err := ValidateID("fromMessageId", req.Target); err != nil {
 			return err
 		}
-	case KindSeed:
-		if err := validateSeed(req.Seed); err != nil {
+	case KindImport:
+		if err := validateImport(req.Import); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("kind %q: want %q, %q, %q, %q or none", convo.Clip(req.Kind, 20), KindTask, KindContinue, KindBranch, KindSeed)
+		return fmt.Errorf("kind %q: want %q, %q, %q, %q or none", convo.Clip(req.Kind, 20), KindTask, KindContinue, KindBranch, KindImport)
 	}
 	if err := validateBusy(req.Busy); err != nil {
 		return err
@@ -120,7 +120,7 @@ func ValidateTurn(req TurnRequest, cfg SessionConfig, lim Limits) error {
 	return err
 }
 
-func validateSeed(sd *Seed) error {
+func validateImport(sd *TranscriptImport) error {
 	switch {
 	case sd == nil:
 		return fmt.Errorf("a seed turn needs a seed")
