@@ -2,26 +2,18 @@ package convo
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxflow/ctxflow/internal/proptest"
 )
 
 // TestMain makes every rapid property run at least 200 cases: unless
 // -rapid.checks or RAPID_CHECKS says otherwise, it sets -rapid.checks=200
 // (rapid's own default is 100). The Makefile passes -rapid.checks=200 too.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if _, env := os.LookupEnv("RAPID_CHECKS"); !set && !env {
-		_ = flag.Set("rapid.checks", "200")
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { proptest.Main(m) }
 
 // wordTok is the fake tokenizer of the convo tests: one token per
 // whitespace-separated word.

@@ -114,7 +114,7 @@ func TestDevRestartKeepsSessions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := fmt.Sprintf("answer %d to: %s", i+1, q); res.Answer != want {
+		if want := fakeollama.Answer(i+1, q); res.Answer != want {
 			t.Fatalf("turn %d answer %q, want %q", i, res.Answer, want)
 		}
 	}

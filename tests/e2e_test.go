@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -48,7 +49,7 @@ func TestKillWorkerMidTurns(t *testing.T) {
 				}
 				// The fake model numbers its answer by the user messages it
 				// saw: the whole conversation, in order, every time.
-				if want := fmt.Sprintf("answer %d to: %s", j+1, q); res.Status != workflows.TurnCompleted || res.Answer != want {
+				if want := fakeollama.Answer(j+1, q); res.Status != workflows.TurnCompleted || res.Answer != want {
 					errs <- fmt.Errorf("%s turn %d: status %s answer %q, want %q", sid, j, res.Status, res.Answer, want)
 					return
 				}

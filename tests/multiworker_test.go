@@ -21,6 +21,7 @@ import (
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/pgtranscript"
 	"github.com/ctxflow/ctxflow/internal/pgtest"
+	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -72,7 +73,7 @@ func TestMultiWorker(t *testing.T) {
 				}
 				// The fake model numbers its answer by the user messages it
 				// saw: the whole conversation, whichever worker stored it.
-				if want := fmt.Sprintf("answer %d to: %s", j+1, q); res.Status != workflows.TurnCompleted || res.Answer != want {
+				if want := fakeollama.Answer(j+1, q); res.Status != workflows.TurnCompleted || res.Answer != want {
 					errs <- fmt.Errorf("%s turn %d: status %s answer %q, want %q", sid, j, res.Status, res.Answer, want)
 					return
 				}

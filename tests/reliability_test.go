@@ -97,7 +97,7 @@ func TestReliabilityWorkerKills(t *testing.T) {
 				// The fake model numbers its answer by the user messages it
 				// saw: the whole conversation, in order, while it fits the
 				// window of 10 rounds (a summary then stands for older ones).
-				want := fmt.Sprintf("answer %d to: %s", j+1, question(i, j))
+				want := fakeollama.Answer(j+1, question(i, j))
 				if res.Status != workflows.TurnCompleted || (j < 10 && res.Answer != want) || !strings.HasSuffix(res.Answer, " to: "+question(i, j)) {
 					wrong <- fmt.Errorf("%s %s: status %s (%s) answer %q, want %q", sid, turnID, res.Status, res.Error, res.Answer, want)
 				}
@@ -370,7 +370,7 @@ func TestReliabilityServerRestart(t *testing.T) {
 	answer := func(i, j int) {
 		t.Helper()
 		res, err := s.awaitTurn(ctx, sid(i), fmt.Sprintf("t%d", j))
-		if want := fmt.Sprintf("answer %d to: %s", j+1, question(i, j)); err != nil || res.Answer != want {
+		if want := fakeollama.Answer(j+1, question(i, j)); err != nil || res.Answer != want {
 			t.Fatalf("%s t%d: %v %q, want %q\n%s", sid(i), j, err, res.Answer, want, s.workerLogs())
 		}
 	}

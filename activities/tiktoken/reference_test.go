@@ -1,7 +1,6 @@
 package tiktoken
 
 import (
-	"flag"
 	"os"
 	"slices"
 	"strings"
@@ -11,19 +10,13 @@ import (
 	tiktokengo "github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 	"pgregory.net/rapid"
+
+	"github.com/ctxflow/ctxflow/internal/proptest"
 )
 
 // TestMain runs rapid properties with at least 200 cases unless
 // -rapid.checks or RAPID_CHECKS says otherwise.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if _, env := os.LookupEnv("RAPID_CHECKS"); !set && !env {
-		_ = flag.Set("rapid.checks", "200")
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { proptest.Main(m) }
 
 // The reference is tiktoken-go with the same embedded ranks.
 var (

@@ -246,8 +246,12 @@ func DefaultReply(req ChatRequestLite) string {
 			last = m.Content
 		}
 	}
-	return fmt.Sprintf("answer %d to: %s", n, last)
+	return Answer(n, last)
 }
+
+// Answer is the default reply to the n-th user message, question: what
+// tests expect of a session answered by the fake.
+func Answer(n int, question string) string { return fmt.Sprintf("answer %d to: %s", n, question) }
 
 func (f *Fake) handleVersion(w http.ResponseWriter, _ *http.Request) {
 	f.version.Add(1)
