@@ -213,17 +213,26 @@ var validStatus = map[string]bool{
 }
 
 func (s *Server) listSessions(c *gin.Context) {
+	if page, ok := s.pageOf(c); ok {
+		c.JSON(http.StatusOK, page)
+	}
+}
+
+// pageOf lists the page of sessions the request asks for (its tenant, and
+// status, limit and pageToken as in GET /v1/sessions); it writes the error
+// and reports false when it cannot.
+func (s *Server) pageOf(c *gin.Context) (sessionPage, bool) {
 	t, err := tenant(c)
 	if err != nil {
 		writeError(c, err)
-		return
+		return sessionPage{}, false
 	}
 	page, err := s.listPage(c.Request.Context(), t, listQuery(c))
 	if err != nil {
 		writeError(c, err)
-		return
+		return sessionPage{}, false
 	}
-	c.JSON(http.StatusOK, page)
+	return page, true
 }
 
 // sessionListQuery is what GET /v1/sessions filters and pages by: its
