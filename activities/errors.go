@@ -44,30 +44,71 @@ const (
 	CodeInternal = "internal"
 )
 
-// Permanent returns a non-retryable application error with a code.
+// Permanent returns a failure with a code that retries do not fix: a
+// non-retryable application error of type code. It is the one way
+// activities and workflows fail with a code; msg says what failed, and
+// cause, when not nil, stays in the chain ([Cause] reads it).
 func Permanent(code, msg string, cause error) error {
 	return temporal.NewNonRetryableApplicationError(msg, code, cause)
 }
 
-// CodeOf returns the code of the innermost application error in err's
-// chain (the activity's own), CodeUnavailable for timeouts and failures
-// without a code (what retries did not fix), "" for nil.
-func CodeOf(err error) string {
+// Cause reads err's chain of application errors — an activity's own error
+// under the layers a workflow, a child workflow and the SDK wrap around
+// it — and returns its failure code and what went wrong. code is the
+// innermost failure code in the chain ("" when no application error
+// carries one); msg is the message of the outermost application error of
+// that code (the activity's error, with the context it added), or of the
+// innermost application error when none has a code, followed by its cause
+// when that is a plain error; without application errors, a timeout's type
+// or err's own message. It is the one walker of error chains: [CodeOf],
+// the API and the workflows read failures through it.
+func Cause(err error) (code, msg string) {
 	if err == nil {
-		return ""
+		return "", ""
 	}
-	code := ""
+	var chain []*temporal.ApplicationError
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		var ae *temporal.ApplicationError
 		if !errors.As(e, &ae) {
 			break
 		}
-		if known(ae.Type()) {
+		chain = append(chain, ae)
+		if Known(ae.Type()) {
 			code = ae.Type()
 		}
 		e = ae
 	}
+	if len(chain) == 0 {
+		var timeout *temporal.TimeoutError
+		if errors.As(err, &timeout) {
+			return "", "timed out (" + timeout.TimeoutType().String() + ")"
+		}
+		return "", err.Error()
+	}
+	root := chain[len(chain)-1]
 	if code != "" {
+		for _, ae := range chain {
+			if ae.Type() == code {
+				root = ae
+				break
+			}
+		}
+	}
+	msg = root.Message()
+	if cause := errors.Unwrap(root); cause != nil && !errors.As(cause, new(*temporal.ApplicationError)) {
+		msg += ": " + cause.Error()
+	}
+	return code, msg
+}
+
+// CodeOf returns the failure code of err ([Cause]); CodeConflict for a
+// cancellation and CodeUnavailable for timeouts and failures without a
+// code (what retries did not fix), "" for nil.
+func CodeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	if code, _ := Cause(err); code != "" {
 		return code
 	}
 	var canceled *temporal.CanceledError
@@ -77,10 +118,12 @@ func CodeOf(err error) string {
 	return CodeUnavailable
 }
 
-func known(code string) bool {
+// Known reports whether code is one of the failure codes above.
+func Known(code string) bool {
 	switch code {
 	case CodeInvalidArgument, CodeNotFound, CodeConflict, CodeTooLarge, CodeUnavailable,
-		CodeModelPermanent, CodeDimensionMismatch, CodeDocumentChanged, CodeInternal:
+		CodeModelPermanent, CodeDimensionMismatch, CodeDocumentChanged, CodeUnauthenticated,
+		CodeOverloaded, CodeInternal:
 		return true
 	}
 	return false

@@ -63,7 +63,7 @@ func logger(ctx context.Context) interface {
 func modelFailure(what string, err error) error {
 	err = fmt.Errorf("%s: %w", what, err)
 	if IsPermanent(err) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), CodeModelPermanent, err)
+		return Permanent(CodeModelPermanent, err.Error(), err)
 	}
 	return err
 }
@@ -80,7 +80,7 @@ func lastAttempt(ctx context.Context, attempts int, err error) error {
 	if errors.As(err, &appErr) && appErr.NonRetryable() {
 		return err
 	}
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%v (attempt %d of %d)", err, activity.GetInfo(ctx).Attempt, attempts), CodeOf(err), err)
+	return Permanent(CodeOf(err), fmt.Sprintf("%v (attempt %d of %d)", err, activity.GetInfo(ctx).Attempt, attempts), err)
 }
 
 // withContext prefixes err's message with what failed. An application
@@ -90,7 +90,7 @@ func lastAttempt(ctx context.Context, attempts int, err error) error {
 func withContext(what string, err error) error {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.NonRetryable() {
-		return temporal.NewNonRetryableApplicationError(what+": "+appErr.Message(), appErr.Type(), err)
+		return Permanent(appErr.Type(), what+": "+appErr.Message(), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

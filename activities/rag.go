@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/ctxflow/ctxflow/convo"
 )
 
@@ -226,7 +224,7 @@ func embedFor(ctx context.Context, list []NamedEmbedder, dims *sync.Map, texts [
 		"set CTXFLOW_EMBEDDING_MODEL (or CTXFLOW_ALT_EMBEDDING_MODELS) to a model of dimension %d, "+
 		"or ingest into a new collection (CTXFLOW_COLLECTION)",
 		info.Name, info.Dimension, strings.Join(tried, ", "), info.Dimension)
-	return nil, "", temporal.NewNonRetryableApplicationError(msg, CodeDimensionMismatch, ErrDimension)
+	return nil, "", Permanent(CodeDimensionMismatch, msg, ErrDimension)
 }
 
 // CheckEmbedder is the start-up check of dimension adaptation: it names the

@@ -196,8 +196,7 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 	}
 	view, err := a.Transcript.Assemble(ctx, in.Session, stored.ID, window, sum, in.Fallback)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("trim context of %s turn %s", in.Session, in.TurnID), CodeInvalidArgument, err)
+		return res, Permanent(CodeInvalidArgument, fmt.Sprintf("trim context of %s turn %s", in.Session, in.TurnID), err)
 	}
 	res.WindowIDs = make([]string, len(view.Messages))
 	for i, m := range view.Messages {
@@ -323,8 +322,7 @@ func (a *Session) RewriteQuestion(ctx context.Context, in RewriteQuestionInput) 
 		return RewriteQuestionResult{}, fmt.Errorf("rewrite question of %s turn %s: %w", in.Session, in.TurnID, err)
 	}
 	if len(msgs) == 0 {
-		return RewriteQuestionResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("rewrite question of %s turn %s: empty window", in.Session, in.TurnID), CodeInvalidArgument, nil)
+		return RewriteQuestionResult{}, Permanent(CodeInvalidArgument, fmt.Sprintf("rewrite question of %s turn %s: empty window", in.Session, in.TurnID), nil)
 	}
 	q := msgs[len(msgs)-1].Content
 	res := RewriteQuestionResult{Question: q}
@@ -424,8 +422,7 @@ func (a *Session) Generate(ctx context.Context, in GenerateInput) (GenerateResul
 	}
 	view, err := convo.ToModelMessages(msgs)
 	if err != nil {
-		return GenerateResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("generate for %s turn %s: build model view", in.Session, in.TurnID), CodeInvalidArgument, err)
+		return GenerateResult{}, Permanent(CodeInvalidArgument, fmt.Sprintf("generate for %s turn %s: build model view", in.Session, in.TurnID), err)
 	}
 	var head []convo.ModelMessage
 	if in.SystemPrompt != "" {
@@ -594,8 +591,7 @@ func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeRe
 	}
 	plan, err := a.Transcript.PlanSummary(ctx, in.Session, in.LeafID, window, cfg, prev)
 	if err != nil {
-		return SummarizeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("plan summary of %s", in.Session), CodeInvalidArgument, err)
+		return SummarizeResult{}, Permanent(CodeInvalidArgument, fmt.Sprintf("plan summary of %s", in.Session), err)
 	}
 	if !plan.Triggered || len(plan.Fold) == 0 {
 		if in.PrevID == "" {
@@ -667,13 +663,11 @@ func (a *Session) summary(ctx context.Context, s SessionKey, id string) (convo.S
 		return convo.SummaryState{}, fmt.Errorf("summary %s of %s: %w", id, s, err)
 	}
 	if !ok {
-		return convo.SummaryState{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("summary %s of %s", id, s), CodeInvalidArgument, ErrNotFound)
+		return convo.SummaryState{}, Permanent(CodeInvalidArgument, fmt.Sprintf("summary %s of %s", id, s), ErrNotFound)
 	}
 	st, err := convo.SummaryFromRecord(m)
 	if err != nil {
-		return convo.SummaryState{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("summary %s of %s", id, s), CodeInvalidArgument, err)
+		return convo.SummaryState{}, Permanent(CodeInvalidArgument, fmt.Sprintf("summary %s of %s", id, s), err)
 	}
 	return st, nil
 }
