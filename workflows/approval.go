@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -153,12 +152,11 @@ func (t *task) setupApproval(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateApproval, t.onApproval, workflow.UpdateHandlerOptions{
 		Validator: func(ctx workflow.Context, d ApprovalDecision) error {
 			if err := d.Validate(); err != nil {
-				return temporal.NewNonRetryableApplicationError(err.Error(), activities.CodeInvalidArgument, nil)
+				return activities.Permanent(activities.CodeInvalidArgument, err.Error(), nil)
 			}
 			if prev, ok := t.decided[d.CallID]; ok {
 				if !prev.same(d) {
-					return temporal.NewNonRetryableApplicationError(fmt.Sprintf("call %s of task %s was decided already: %s", d.CallID, t.in.TaskID, prev.Decision),
-						activities.CodeConflict, nil)
+					return activities.Permanent(activities.CodeConflict, fmt.Sprintf("call %s of task %s was decided already: %s", d.CallID, t.in.TaskID, prev.Decision), nil)
 				}
 				return nil
 			}
@@ -167,8 +165,7 @@ func (t *task) setupApproval(ctx workflow.Context) error {
 					return nil
 				}
 			}
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("task %s has no call %s waiting for approval", t.in.TaskID, d.CallID),
-				activities.CodeNotFound, nil)
+			return activities.Permanent(activities.CodeNotFound, fmt.Sprintf("task %s has no call %s waiting for approval", t.in.TaskID, d.CallID), nil)
 		},
 	})
 }

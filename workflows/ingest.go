@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -119,9 +118,7 @@ func IngestWorkflow(ctx workflow.Context, in IngestInput) (IngestProgress, error
 	}
 	p.Chunks, p.Batches, p.Bytes = prep.Chunks, prep.Batches, prep.Bytes
 	if p.Batches > maxIngestBatches {
-		return p, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s has %d batches, over the limit of %d: raise the batch size or split the document", name, p.Batches, maxIngestBatches),
-			activities.CodeInvalidArgument, nil)
+		return p, activities.Permanent(activities.CodeInvalidArgument, fmt.Sprintf("%s has %d batches, over the limit of %d: raise the batch size or split the document", name, p.Batches, maxIngestBatches), nil)
 	}
 	for b := range p.Batches {
 		var n int

@@ -93,7 +93,7 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 		logger: log.With(workflow.GetLogger(ctx), "tenant", in.Tenant, "session", in.SessionID),
 	}
 	if err := s.limits.Validate(); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("invalid limits", "BadInput", err)
+		return nil, activities.Permanent(activities.CodeInvalidArgument, "invalid limits", err)
 	}
 	if in.State != nil {
 		s.st = *in.State
@@ -103,7 +103,7 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 	}
 	cfg, err := DefaultSessionConfig().Merge(in.Config)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("invalid session config", "BadInput", err)
+		return nil, activities.Permanent(activities.CodeInvalidArgument, "invalid session config", err)
 	}
 	now := workflow.Now(ctx)
 	s.st = SessionState{
@@ -472,30 +472,30 @@ func (s *session) saveSnapshot(ctx workflow.Context) error {
 // is closing, or when its id was used for another question.
 func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if s.closing != nil {
-		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" is being closed: send the turn again once it is (it then starts a new session)", activities.CodeConflict, nil)
+		return activities.Permanent(activities.CodeConflict, "session "+s.key.String()+" is being closed: send the turn again once it is (it then starts a new session)", nil)
 	}
 	if err := ValidateTurn(req, s.st.Config, s.limits); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), activities.CodeInvalidArgument, nil)
+		return activities.Permanent(activities.CodeInvalidArgument, err.Error(), nil)
 	}
 	if err := s.refuseBusy(req); err != nil {
 		return err
 	}
 	if seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); req.Kind == KindImport && !seen && !s.fresh() {
-		return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" already exists: fork or import into a new session id", activities.CodeConflict, nil)
+		return activities.Permanent(activities.CodeConflict, "session "+s.key.String()+" already exists: fork or import into a new session id", nil)
 	}
 	if req.Kind == KindContinue {
 		switch seen, _ := s.st.Ledger.Seen(req.TurnID, req.Question); {
 		case seen: // a repeat: answered as the first was
 		case !s.continuable():
-			return temporal.NewNonRetryableApplicationError("session "+s.key.String()+" has no paused task to continue", activities.CodeConflict, nil)
+			return activities.Permanent(activities.CodeConflict, "session "+s.key.String()+" has no paused task to continue", nil)
 		case s.continueQueued():
 			// One pause, one continue: the first resumes the task, the
 			// others would each resume it again after its next pause.
-			return temporal.NewNonRetryableApplicationError("session "+s.key.String()+": a continue of its paused task is already queued", activities.CodeConflict, nil)
+			return activities.Permanent(activities.CodeConflict, "session "+s.key.String()+": a continue of its paused task is already queued", nil)
 		}
 	}
 	if seen, same := s.st.Ledger.Seen(req.TurnID, req.Question); seen && !same {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn id %q was already used in session %s for another question: use a new turn id", req.TurnID, s.key), activities.CodeConflict, nil)
+		return activities.Permanent(activities.CodeConflict, fmt.Sprintf("turn id %q was already used in session %s for another question: use a new turn id", req.TurnID, s.key), nil)
 	}
 	return nil
 }

@@ -92,9 +92,9 @@ func (s *session) refuseBusy(req TurnRequest) error {
 	}
 	switch {
 	case s.current != nil:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s is busy with turn %s (busy=reject): send it later, or with busy steer or enqueue", s.key, s.current.TurnID), activities.CodeConflict, nil)
+		return activities.Permanent(activities.CodeConflict, fmt.Sprintf("session %s is busy with turn %s (busy=reject): send it later, or with busy steer or enqueue", s.key, s.current.TurnID), nil)
 	case len(s.st.Pending) > 0 || s.taskRunning():
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s is busy (busy=reject): send it later, or with busy steer or enqueue", s.key), activities.CodeConflict, nil)
+		return activities.Permanent(activities.CodeConflict, fmt.Sprintf("session %s is busy (busy=reject): send it later, or with busy steer or enqueue", s.key), nil)
 	}
 	return nil
 }
@@ -136,10 +136,10 @@ func (s *session) steer(ctx workflow.Context, req TurnRequest) (TurnResult, bool
 func (s *session) validateCancel(ctx workflow.Context, turnID string) error {
 	r, ok := s.lookup(turnID)
 	if !ok {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn %q not found in session %s", turnID, s.key), activities.CodeNotFound, nil)
+		return activities.Permanent(activities.CodeNotFound, fmt.Sprintf("turn %q not found in session %s", turnID, s.key), nil)
 	}
 	if r.Done() {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn %s of session %s is %s: only a queued or running turn can be cancelled", turnID, s.key, r.Status), activities.CodeConflict, nil)
+		return activities.Permanent(activities.CodeConflict, fmt.Sprintf("turn %s of session %s is %s: only a queued or running turn can be cancelled", turnID, s.key, r.Status), nil)
 	}
 	return nil
 }

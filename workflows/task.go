@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -168,7 +167,7 @@ func (t *task) setup(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateContinue, t.onContinue, workflow.UpdateHandlerOptions{
 		Validator: func(ctx workflow.Context) error {
 			if t.st.Status != TaskPaused {
-				return temporal.NewNonRetryableApplicationError(fmt.Sprintf("task %s is %s, not paused", t.in.TaskID, t.st.Status), activities.CodeConflict, nil)
+				return activities.Permanent(activities.CodeConflict, fmt.Sprintf("task %s is %s, not paused", t.in.TaskID, t.st.Status), nil)
 			}
 			return nil
 		},

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -105,8 +104,7 @@ func (s *session) resumeTask(ctx workflow.Context, req TurnRequest) (TaskEvent, 
 		// The task ended after it paused (a cancel whose event is still on
 		// its way): nothing is paused any more.
 		s.st.Task.Status = TaskCanceled
-		return TaskEvent{TaskID: t.TaskID}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("task %s is no longer paused (canceled or ended)", t.TaskID), activities.CodeConflict, err)
+		return TaskEvent{TaskID: t.TaskID}, activities.Permanent(activities.CodeConflict, fmt.Sprintf("task %s is no longer paused (canceled or ended)", t.TaskID), err)
 	}
 	s.st.Task.Status = TaskRunning
 	s.stopTaskOnCancel(t.WorkflowID)

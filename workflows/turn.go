@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -513,20 +512,9 @@ func (s *session) fail(res *TurnResult, what string, err error) {
 	s.logger.Warn("turn failed", "turn", res.TurnID, "error", err)
 }
 
-// rootMessage is the innermost application error's message: what went
-// wrong, without Temporal's wrapping.
+// rootMessage is what went wrong in err, without Temporal's wrapping
+// ([activities.Cause]).
 func rootMessage(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		msg := appErr.Message()
-		if cause := errors.Unwrap(appErr); cause != nil && !errors.As(cause, new(*temporal.ApplicationError)) {
-			msg += ": " + cause.Error()
-		}
-		return msg
-	}
-	var timeoutErr *temporal.TimeoutError
-	if errors.As(err, &timeoutErr) {
-		return "timed out (" + timeoutErr.TimeoutType().String() + ")"
-	}
-	return err.Error()
+	_, msg := activities.Cause(err)
+	return msg
 }
