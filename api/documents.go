@@ -210,7 +210,7 @@ func documentConflict(doc string, err error) error {
 // status: the root cause's code decides the status (a refused document is
 // 400, a model or store that failed after the retries 503, ...).
 func ingestFailed(st documentStatus, err error) error {
-	code, msg := rootCause(err)
+	code, msg := activities.Cause(err)
 	st.Status, st.Error = DocFailed, msg
 	e := failed(cmp.Or(code, activities.CodeUnavailable), "ingestion of document "+st.DocumentID+" failed", msg)
 	e.extra = gin.H{"document": st}
@@ -494,7 +494,7 @@ func (s *Server) failure(ctx context.Context, wid, runID string) string {
 	case errors.As(err, &to):
 		return "timed out"
 	}
-	_, msg := rootCause(err)
+	_, msg := activities.Cause(err)
 	return msg
 }
 
@@ -549,7 +549,7 @@ func (s *Server) deleteDocument(c *gin.Context) {
 	case ctx.Err() != nil:
 		c.JSON(http.StatusAccepted, newDocumentStatus(doc, DocDeleting))
 	default:
-		code, msg := rootCause(err)
+		code, msg := activities.Cause(err)
 		writeError(c, failed(cmp.Or(code, activities.CodeUnavailable), "delete of document "+doc.id+" failed", msg))
 	}
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/workflows"
 )
 
 // apiError is an error with its HTTP status and a stable code (one of
@@ -90,6 +90,21 @@ func failed(code, what, msg string) *apiError {
 	return e
 }
 
+// turnCode is the failure code a failed or rejected turn is answered
+// with, on every route: its own, or for a result recorded before turns
+// carried one, invalid_argument when the session refused the turn (the
+// request's fault) and unavailable when it failed (what retries did not
+// fix, as [activities.CodeOf] says of a failure without a code).
+func turnCode(res workflows.TurnResult) string {
+	switch {
+	case res.ErrorCode != "":
+		return res.ErrorCode
+	case res.Status == workflows.TurnRejected:
+		return activities.CodeInvalidArgument
+	}
+	return activities.CodeUnavailable
+}
+
 // fromTemporal maps an error of a Temporal call to an API error.
 func fromTemporal(what string, err error) *apiError {
 	var (
@@ -118,7 +133,7 @@ func fromTemporal(what string, err error) *apiError {
 		errors.Is(err, context.DeadlineExceeded):
 		return errUnavailable("%s: %v", what, err)
 	}
-	if code, msg := rootCause(err); code != "" {
+	if code, msg := activities.Cause(err); code != "" {
 		// An update's validator or handler refused: the session's verdict.
 		return errCode(code, "%s", msg)
 	}
@@ -174,23 +189,3 @@ func writeError(c *gin.Context, err error) {
 // went away before its answer (nginx's 499), instead of the 5xx the
 // canceled work would have made of it.
 const statusClientClosed = 499
-
-// rootCause returns the code and message of the innermost application
-// error in err's chain (the activity's own error, without the layers the
-// workflow and the SDK wrap around it); code is "" when there is none or
-// its type is not a failure code, and msg is then err's message.
-func rootCause(err error) (code, msg string) {
-	msg = err.Error()
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		var ae *temporal.ApplicationError
-		if !errors.As(e, &ae) {
-			break
-		}
-		msg = ae.Message()
-		if _, ok := answers[ae.Type()]; ok {
-			code = ae.Type()
-		}
-		e = ae
-	}
-	return code, msg
-}

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/api"
@@ -66,6 +68,100 @@ func TestOneFailureOneStatus(t *testing.T) {
 				b := wantError(t, r.send(t, newFake(t), fl.code), fl.status, fl.want)
 				if !strings.Contains(b.Error.Message, "the cause") || !strings.Contains(b.Error.Message, fl.hint) {
 					t.Errorf("message %q: want the cause and %q", b.Error.Message, fl.hint)
+				}
+			})
+		}
+	}
+}
+
+// TestOneTurnFailureOneAnswer: a failed or rejected turn is answered with
+// the same code by every route that runs a turn — the turn, the seeds'
+// query, the stream and a branch — and the HTTP routes with the same
+// status: its own code, or for a result without one, invalid_argument when
+// the session refused it and unavailable when it failed.
+func TestOneTurnFailureOneAnswer(t *testing.T) {
+	results := []struct {
+		name   string
+		res    workflows.TurnResult
+		status int
+		code   string
+	}{
+		{"failed with a code", workflows.TurnResult{Status: workflows.TurnFailed, ErrorCode: activities.CodeModelPermanent}, http.StatusBadRequest, "model_permanent"},
+		{"rejected with a code", workflows.TurnResult{Status: workflows.TurnRejected, ErrorCode: activities.CodeConflict}, http.StatusConflict, "conflict"},
+		{"rejected without a code", workflows.TurnResult{Status: workflows.TurnRejected}, http.StatusBadRequest, "invalid_argument"},
+		{"failed without a code", workflows.TurnResult{Status: workflows.TurnFailed}, http.StatusServiceUnavailable, "unavailable"},
+	}
+	answer := func(t *testing.T, f *fakeClient, res workflows.TurnResult) {
+		recordUpdate(t, f, func(opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+			r := res
+			r.TurnID, r.Error = opts.UpdateOptions.Args[0].(workflows.TurnRequest).TurnID, "the cause"
+			return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, r)}, nil
+		})
+	}
+	routes := []struct {
+		name string
+		code func(t *testing.T, res workflows.TurnResult, status int) string
+	}{
+		{"turn", func(t *testing.T, res workflows.TurnResult, status int) string {
+			f := newFake(t)
+			answer(t, f, res)
+			w := do(server(f), http.MethodPost, "/v1/sessions/s1/turns?wait=true", `{"question":"q","turnId":"t-1"}`)
+			var b errorBody
+			decode(t, w, &b)
+			if w.Code != status {
+				t.Errorf("status %d, want %d: %s", w.Code, status, w.Body)
+			}
+			return b.Error.Code
+		}},
+		{"seed query", func(t *testing.T, res workflows.TurnResult, status int) string {
+			f := newFake(t)
+			answer(t, f, res)
+			w := do(server(f), http.MethodPost, "/api/context-management", seedQuery)
+			var a seedAnswer
+			decode(t, w, &a)
+			if w.Code != status {
+				t.Errorf("status %d, want %d: %s", w.Code, status, w.Body)
+			}
+			return a.Code
+		}},
+		{"stream", func(t *testing.T, res workflows.TurnResult, _ int) string {
+			f := newFake(t)
+			recordUpdate(t, f, submitted(t))
+			f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+				r := res
+				r.TurnID, r.Error = "t1", "the cause"
+				return encode(t, r), nil
+			}
+			w := do(server(f), http.MethodPost, "/v1/sessions/s1/turns", `{"question":"q","turnId":"t1"}`, "Accept", "text/event-stream")
+			for _, e := range events(t, w.Body.String()) {
+				if e.name == "error" {
+					var b errorBody
+					if err := json.Unmarshal([]byte(e.data), &b); err != nil {
+						t.Fatal(err)
+					}
+					return b.Error.Code
+				}
+			}
+			t.Errorf("no error event: %s", w.Body)
+			return ""
+		}},
+		{"branch", func(t *testing.T, res workflows.TurnResult, status int) string {
+			f := newFake(t)
+			answer(t, f, res)
+			w := do(treeServer(f, forked, "t2.a"), http.MethodPost, "/v1/sessions/s1/branch", `{"fromMessageId":"t1.a"}`)
+			var b errorBody
+			decode(t, w, &b)
+			if w.Code != status {
+				t.Errorf("status %d, want %d: %s", w.Code, status, w.Body)
+			}
+			return b.Error.Code
+		}},
+	}
+	for _, rs := range results {
+		for _, r := range routes {
+			t.Run(rs.name+"/"+r.name, func(t *testing.T) {
+				if got := r.code(t, rs.res, rs.status); got != rs.code {
+					t.Errorf("code %q, want %q", got, rs.code)
 				}
 			})
 		}

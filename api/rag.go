@@ -94,7 +94,7 @@ func (s *Server) corrective(ctx context.Context, t string, body correctiveReques
 		var appErr *temporal.ApplicationError
 		var timeout *temporal.TimeoutError
 		if errors.As(err, &appErr) || errors.As(err, &timeout) { // the loop ran and its answer failed
-			_, msg := rootCause(err)
+			_, msg := activities.Cause(err)
 			return res, "", failed(activities.CodeOf(err), "corrective query "+run.GetID()+" failed", msg)
 		}
 		return res, "", fromTemporal("corrective query "+run.GetID(), err)

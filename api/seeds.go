@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -220,8 +219,7 @@ func (s *Server) seedQuery(c *gin.Context, req contextRequest) {
 	}
 	out := queryAnswer(res)
 	if res.Status == workflows.TurnFailed || res.Status == workflows.TurnRejected {
-		code := cmp.Or(res.ErrorCode, map[string]string{workflows.TurnFailed: activities.CodeUnavailable, workflows.TurnRejected: activities.CodeInvalidArgument}[res.Status])
-		e := failed(code, "turn "+res.TurnID+" "+res.Status,
+		e := failed(turnCode(res), "turn "+res.TurnID+" "+res.Status,
 			fmt.Sprintf("%s; the question is saved, the session is %s", res.Error, res.SessionInfo.Health))
 		e.extra = out
 		writeError(c, e)

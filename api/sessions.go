@@ -678,11 +678,7 @@ func (s *Server) signalAndWait(ctx context.Context, ref sessionRef, req workflow
 func writeTurn(c *gin.Context, res workflows.TurnResult) {
 	switch res.Status {
 	case workflows.TurnFailed, workflows.TurnRejected:
-		code := res.ErrorCode
-		if code == "" { // results recorded before turns carried a code
-			code = map[string]string{workflows.TurnFailed: activities.CodeUnavailable, workflows.TurnRejected: activities.CodeInvalidArgument}[res.Status]
-		}
-		e := failed(code, "turn "+res.TurnID+" "+res.Status,
+		e := failed(turnCode(res), "turn "+res.TurnID+" "+res.Status,
 			fmt.Sprintf("%s; the question is saved, the session is %s", res.Error, res.SessionInfo.Health))
 		e.extra = gin.H{"turn": res}
 		writeError(c, e)

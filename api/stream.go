@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -199,7 +198,7 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 				emit(res.Type, end, res)
 			}
 			if res.Status != workflows.TurnCompleted {
-				emit("error", end+1, gin.H{"error": gin.H{"code": cmp.Or(res.ErrorCode, activities.CodeUnavailable), "message": res.Error}})
+				emit("error", end+1, gin.H{"error": gin.H{"code": turnCode(res), "message": res.Error}})
 			} else if subscribed && after == 0 {
 				said.finish(ctx, w, deltas, res.Answer)
 			}

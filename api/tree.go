@@ -128,7 +128,7 @@ func (s *Server) treeOp(c *gin.Context, ref sessionRef, req workflows.TurnReques
 	defer cancel()
 	res, err := s.sendTurn(ctx, ref, workflows.UpdateTurn, req, s.startOptions(ref, "", s.opts.Defaults), in)
 	if err == nil && res.Status != workflows.TurnCompleted {
-		err = errCode(res.ErrorCode, "%s", res.Error)
+		err = errCode(turnCode(res), "%s", res.Error)
 	}
 	if err != nil {
 		writeError(c, err)
