@@ -80,6 +80,9 @@ type LoadContextInput struct {
 	// there come back as LoadContextResult.Lost instead. Off for an edit or
 	// the first turn after a move, which branch on purpose.
 	Linear bool `json:"linear,omitempty"`
+	// Continues is the id of the cancelled answer the question asks to
+	// continue ("" for none): the model view then shows that answer.
+	Continues string `json:"continues,omitempty"`
 }
 
 // LostTurn is a turn stored by a workflow task that was lost after its
@@ -153,6 +156,9 @@ func (a *Session) LoadContext(ctx context.Context, in LoadContextInput) (LoadCon
 		Content:   in.Question,
 		CreatedAt: in.ReceivedAt,
 		Meta:      map[string]string{"turnId": in.TurnID},
+	}
+	if in.Continues != "" {
+		user.Meta[convo.MetaContinues] = in.Continues
 	}
 	user.Tokens = convo.MessageTokens(a.Tokenizer, user)
 	add := a.Transcript.Append

@@ -24,10 +24,12 @@ const (
 
 // MetaStatus is the Meta key of a message's status; StatusCancelled marks
 // the partial answer of a cancelled turn: shown in the transcript, never in
-// the model view.
+// the model view unless the user message right below it continues it
+// (MetaContinues names it: "continue" asked of a stopped answer).
 const (
 	MetaStatus      = "status"
 	StatusCancelled = "cancelled"
+	MetaContinues   = "continues"
 )
 
 // Valid reports whether r is one of the roles above.

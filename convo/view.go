@@ -72,7 +72,9 @@ func ToModelMessages(msgs []Message) ([]ModelMessage, error) {
 //   - a tool_result becomes a "tool" message with ToolCallID and the
 //     ToolName of its call, its content compressed by the View;
 //   - RoleSummary records and cancelled answers (Meta[MetaStatus] is
-//     StatusCancelled) are skipped.
+//     StatusCancelled) are skipped, but for a cancelled answer that the
+//     user message right after it continues (its Meta[MetaContinues] is
+//     the answer's id): the model then sees what it wrote and goes on.
 //
 // Calls and results must pair up: a result without an earlier unanswered call
 // with its id is [ErrOrphanResult]; a call left unanswered at the end, or
@@ -86,7 +88,7 @@ func (v View) ModelMessages(msgs []Message) ([]ModelMessage, error) {
 	prevCall := false
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Meta[MetaStatus] == StatusCancelled {
+		if m.Meta[MetaStatus] == StatusCancelled && !continued(msgs, i) {
 			continue
 		}
 		switch m.Role {
@@ -181,4 +183,10 @@ func (p *pairing) end() error {
 		return fmt.Errorf("branch ends at %q with unanswered call(s) %s: %w", p.last, strings.Join(p.open, ", "), ErrUnansweredCall)
 	}
 	return nil
+}
+
+// continued reports whether the message after msgs[i] is a user message
+// that continues it.
+func continued(msgs []Message, i int) bool {
+	return i+1 < len(msgs) && msgs[i+1].Role == RoleUser && msgs[i+1].Meta[MetaContinues] == msgs[i].ID
 }

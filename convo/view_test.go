@@ -131,3 +131,30 @@ func TestRequestTokensCountsAsTheWindow(t *testing.T) {
 		}
 	})
 }
+
+// A cancelled answer is left out of the model view, unless the user
+// message right after it continues it: the model then sees what it wrote.
+func TestCancelledAnswerInTheViewOnlyWhenContinued(t *testing.T) {
+	stopped := Message{ID: "a1", ParentID: "u1", Role: RoleAssistant, Content: "Once upon", Meta: map[string]string{MetaStatus: StatusCancelled}}
+	for _, tc := range []struct {
+		name string
+		next Message
+		want []string
+	}{
+		{"a new question", Message{ID: "u2", ParentID: "a1", Role: RoleUser, Content: "A short one"}, []string{"Tell me a story", "A short one"}},
+		{"continue", Message{ID: "u2", ParentID: "a1", Role: RoleUser, Content: "continue", Meta: map[string]string{MetaContinues: "a1"}}, []string{"Tell me a story", "Once upon", "continue"}},
+		{"continue of another", Message{ID: "u2", ParentID: "a1", Role: RoleUser, Content: "continue", Meta: map[string]string{MetaContinues: "a0"}}, []string{"Tell me a story", "continue"}},
+	} {
+		view, err := ToModelMessages([]Message{{ID: "u1", Role: RoleUser, Content: "Tell me a story"}, stopped, tc.next})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range view {
+			got = append(got, m.Content)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: view %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

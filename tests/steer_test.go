@@ -138,6 +138,34 @@ func TestSteerAndCancelOverHTTP(t *testing.T) {
 		}
 	})
 
+	t.Run("continue a cancelled answer", func(t *testing.T) {
+		events := s.openStream(ctx, t, http.MethodPost, "/v1/sessions/resume/turns", map[string]any{"question": "Tell me a long story", "turnId": "long"})
+		for e := range events {
+			if e.name == "step" && strings.Contains(e.data, `"generate"`) && strings.Contains(e.data, `"running"`) {
+				break
+			}
+		}
+		time.Sleep(time.Second)
+		var stopped workflows.TurnResult
+		if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/resume/turns/long/cancel", nil, &stopped); code != http.StatusOK || stopped.Answer == "" {
+			t.Fatalf("cancel: %d %v %+v", code, err, stopped)
+		}
+		for range events { // to its end
+		}
+		res, _, err := s.turn(ctx, "resume", "more", "继续")
+		if err != nil || res.Status != workflows.TurnCompleted || res.Steps[0].Details["continues"] == nil {
+			t.Fatalf("continue: %v %+v", err, res)
+		}
+		req, _ := fake.LastChat()
+		n := len(req.Messages)
+		if n < 2 || req.Messages[n-2].Role != "assistant" || req.Messages[n-2].Content != stopped.Answer || req.Messages[n-1].Content != "继续" {
+			t.Errorf("the model was not shown the answer it continues: %+v", req.Messages)
+		}
+		if os.Getenv("CTXFLOW_RECORD_HISTORY") == "1" {
+			writeHistory(t, ctx, s, workflows.SessionWorkflowID(workflows.DefaultTenant, "resume"), "", "testdata/session_continue_cancelled.json")
+		}
+	})
+
 	t.Run("cancel a task while its model thinks", func(t *testing.T) {
 		defer close(thinking)
 		if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/slow/tasks", map[string]any{"goal": "Write a long report", "taskId": "report"}, nil); code != http.StatusAccepted {

@@ -61,6 +61,32 @@ func validateBusy(b string) error {
 // "continue: only 2024 orders".
 var continueWith = regexp.MustCompile(`(?is)^\s*(?:请?继续|接着|continue|go on|keep going|carry on|resume)\s*[,，:：;；.。!！\-—]+\s*(\S.*)$`)
 
+// continueBare matches a continue that carries nothing else: "继续",
+// "continue", "go on.".
+var continueBare = regexp.MustCompile(`(?is)^\s*(?:请?继续(?:说|写)?|接着(?:说|写)?|continue|go on|keep going|carry on|resume)\s*[.。!！]*\s*$`)
+
+// continueCancelledChange: a bare continue right after a cancelled answer
+// continues that answer (the model view shows it).
+const continueCancelledChange = "continue-cancelled"
+
+// stoppedAnswer is the cancelled answer a question continues: the answer
+// at parent, when a recent turn was cancelled there, the question is a bare
+// continue and no task is paused (whose continue it would be); "" else.
+func (s *session) stoppedAnswer(ctx workflow.Context, req TurnRequest, parent string) string {
+	if parent == "" || req.Kind != "" || !continueBare.MatchString(req.Question) || s.continuable() {
+		return ""
+	}
+	for i := len(s.st.Recent) - 1; i >= 0; i-- {
+		if r := s.st.Recent[i]; r.AssistantMessageID == parent {
+			if r.Status != TurnCancelled || workflow.GetVersion(ctx, continueCancelledChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				return ""
+			}
+			return parent
+		}
+	}
+	return ""
+}
+
 // continueGuidance is the guidance of a continue that carries some.
 func continueGuidance(q string) (string, bool) {
 	m := continueWith.FindStringSubmatch(q)

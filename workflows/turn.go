@@ -51,7 +51,8 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		}
 	}
 
-	lc, err := s.loadContext(ctx, req, cfg, parent, res)
+	continues := s.stoppedAnswer(ctx, req, parent)
+	lc, err := s.loadContext(ctx, req, cfg, parent, continues, res)
 	for round := 0; err == nil && len(lc.Lost) > 0; round++ {
 		if round == maxAdoptRounds {
 			err = activities.Permanent(activities.CodeUnavailable, fmt.Sprintf("the transcript grew below the session's leaf %d times while this turn was stored", round), nil)
@@ -61,7 +62,8 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 			return out
 		}
 		parent = s.st.ActiveLeaf
-		lc, err = s.loadContext(ctx, req, cfg, parent, res)
+		continues = s.stoppedAnswer(ctx, req, parent)
+		lc, err = s.loadContext(ctx, req, cfg, parent, continues, res)
 	}
 	if err != nil {
 		s.fail(res, "load context", err)
@@ -84,7 +86,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 
 	var gen activities.GenerateResult
 	route := lc.Route
-	if req.Kind == "" {
+	if req.Kind == "" && continues == "" {
 		switch route = s.classify(ctx, lc, res); route {
 		case RouteTask:
 			req.Kind = KindTask // the question is the task's goal
@@ -137,8 +139,10 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 }
 
 // loadContext stores the question and assembles the model view: the
-// load_context step.
-func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg SessionConfig, parent string, res *TurnResult) (activities.LoadContextResult, error) {
+// load_context step. continues is the cancelled answer the question
+// continues ("" for none): the model view shows it, and the turn takes the
+// chat route.
+func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg SessionConfig, parent, continues string, res *TurnResult) (activities.LoadContextResult, error) {
 	// Sessions recorded before the corrective loop existed replay without it.
 	route := workflow.GetVersion(ctx, "corrective-rag", workflow.DefaultVersion, 1) >= 1 && cfg.TopK > 0
 	var lc activities.LoadContextResult
@@ -149,7 +153,7 @@ func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg Session
 				Window: s.calibrated(cfg), SystemPrompt: cfg.SystemPrompt, ReceivedAt: req.ReceivedAt,
 				SummaryID: s.summaryID(), Fallback: s.fallback(cfg), Route: route,
 				ClassifyIntent: req.Kind == "" && s.intents(ctx), RecentIntents: recentIntents(s.st.Intents), Model: cfg.LLMModel,
-				Linear: s.checkLost(ctx) && parent == s.st.ActiveLeaf && !s.st.LeafMoved,
+				Linear: s.checkLost(ctx) && parent == s.st.ActiveLeaf && !s.st.LeafMoved, Continues: continues,
 			}).Get(ctx, &lc)
 		if len(lc.Lost) > 0 {
 			return map[string]any{"lostTurns": len(lc.Lost), "messages": lc.Messages}, err
@@ -158,6 +162,10 @@ func (s *session) loadContext(ctx workflow.Context, req TurnRequest, cfg Session
 	})
 	if err != nil || len(lc.Lost) > 0 {
 		return lc, err
+	}
+	if continues != "" { // the model goes on with its answer, from the conversation alone
+		lc.Route, lc.RouteReason = activities.RouteChat, "continues the cancelled answer "+continues
+		res.Steps[len(res.Steps)-1].Details["continues"] = continues
 	}
 	if lc.Degraded {
 		res.Steps[len(res.Steps)-1].Status = "degraded"
