@@ -23,7 +23,6 @@ import (
 // `make bench`) and from its request, the query's, and how long the
 // worker took to poll.
 func BenchmarkWorkerKill(b *testing.B) {
-	const sessions = 2 // a turn's, a query's, per iteration
 	s := startStack(b, stackOptions{})
 	s.startWorker()
 	s.waitWorkerReady()
