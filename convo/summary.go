@@ -12,7 +12,7 @@ import (
 // cached summaries made with another prompt are not reused.
 const SummaryPromptVersion = "summary-v1"
 
-// SummaryConfig controls summary compression (seed 002, DESIGN.md §8).
+// SummaryConfig controls summary compression (seed 002, docs/architecture.md §8).
 type SummaryConfig struct {
 	// ThresholdMessages triggers a summary when the unfolded history (the
 	// branch after the system prompt and the current summary) has more than

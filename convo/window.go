@@ -37,7 +37,7 @@ const (
 )
 
 // WindowConfig chooses which part of a branch the model sees. The JSON names
-// are the API's (DESIGN.md §8).
+// are the API's (docs/architecture.md §8).
 type WindowConfig struct {
 	// Strategy is StrategySlidingWindow, StrategyTokenLimit or StrategyHybrid.
 	Strategy string `json:"windowStrategy"`

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Enforces the dependency rules of DESIGN.md §1:
+# Enforces the dependency rules of docs/architecture.md §1:
 #   convo      imports the standard library only (directly and transitively);
 #   lexical    imports the standard library, convo and the Chinese segmenter
 #              (github.com/go-ego/gse, pure Go, and its trie) only;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (once) and serves a real, CPU-only Ollama server for ctxflow's
-# integration tests (DESIGN.md §11, issue 4 item 5).
+# integration tests (docs/architecture.md §11, issue 4 item 5).
 #
 #   scripts/ollama-test-server.sh [build]   build the binary unless a working one
 #                                           is cached; print its path on stdout

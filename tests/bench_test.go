@@ -28,7 +28,7 @@ import (
 // BenchmarkTurn measures a whole turn through Temporal — update-with-start,
 // load context, generate (an instant fake model), save — against the
 // embedded server and a `ctxflow worker` process: the orchestration cost
-// per turn (DESIGN.md §9, target ≤ 25 ms p50). It reports p50 and p99.
+// per turn (docs/architecture.md §9, target ≤ 25 ms p50). It reports p50 and p99.
 func BenchmarkTurn(b *testing.B) {
 	s := startStack(b, stackOptions{})
 	s.startWorker()

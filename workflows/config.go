@@ -11,7 +11,7 @@ import (
 	"github.com/ctxflow/ctxflow/convo"
 )
 
-// SessionConfig holds a session's options (DESIGN.md §8). Service-wide
+// SessionConfig holds a session's options (docs/architecture.md §8). Service-wide
 // defaults come from the environment; a session may override them when it is
 // created and a turn may override the per-turn ones ([TurnOptions]).
 type SessionConfig struct {
@@ -93,7 +93,7 @@ func (c SessionConfig) ApprovalWait() time.Duration {
 	return d
 }
 
-// DefaultSessionConfig returns the defaults of DESIGN.md §8.
+// DefaultSessionConfig returns the defaults of docs/architecture.md §8.
 func DefaultSessionConfig() SessionConfig {
 	return SessionConfig{
 		LLMModel:             "qwen2.5:0.5b",
@@ -194,7 +194,7 @@ func (c SessionConfig) Merge(raw json.RawMessage) (SessionConfig, error) {
 	return c, nil
 }
 
-// TurnOptions are the options a single turn may override (DESIGN.md §8,
+// TurnOptions are the options a single turn may override (docs/architecture.md §8,
 // scope "turn"). Nil fields keep the session's value.
 type TurnOptions struct {
 	LLMModel             *string  `json:"llmModel,omitempty"`

@@ -11,7 +11,7 @@ import (
 	"github.com/ctxflow/ctxflow/convo"
 )
 
-// runTurn is the turn pipeline (DESIGN.md §3): load_context → (chat:
+// runTurn is the turn pipeline (docs/architecture.md §3): load_context → (chat:
 // generate | qa: rewrite_query → corrective_rag) → save. It fills res and
 // never returns an error: a failed turn is a result, and the user's message
 // is kept whatever happens.

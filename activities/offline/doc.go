@@ -1,5 +1,5 @@
 // Package offline is ctxflow's built-in model provider: no weights, no
-// network, deterministic, for Chinese and English (DESIGN.md §5). It is the
+// network, deterministic, for Chinese and English (docs/architecture.md §5). It is the
 // embedded default and the degraded mode, and it labels its answers as
 // such.
 //

@@ -1,6 +1,6 @@
 package ollama_test
 
-// Integration tests against a real Ollama server (DESIGN.md §11): the
+// Integration tests against a real Ollama server (docs/architecture.md §11): the
 // v0.17.4 binary that scripts/ollama-test-server.sh builds, serving a tiny
 // random-weight llama model written by the test suite (tests/ollamatest).
 //

@@ -72,7 +72,7 @@ func TestDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
 	}
-	// The documented seed defaults (DESIGN.md §8), not just "whatever the
+	// The documented seed defaults (docs/architecture.md §8), not just "whatever the
 	// workflows package says".
 	if c.Session.LLMModel != "qwen2.5:0.5b" || c.Session.EmbeddingModel != "bge-m3:latest" ||
 		c.Session.MaxTokens != 4000 || c.Session.SummaryThreshold != 3000 {

@@ -1,5 +1,5 @@
 // Package ollamatest runs a real Ollama server for integration tests
-// (DESIGN.md §11).
+// (docs/architecture.md §11).
 //
 // [Start] builds Ollama v0.17.4 CPU-only with scripts/ollama-test-server.sh
 // (or finds the binary that script cached outside the clone), serves it on a
