@@ -366,6 +366,12 @@ func TestOpenAPIMatchesRealAnswers(t *testing.T) {
 	c.do(specCall{method: "POST", path: approvals + gate.Pending[0].CallID, body: `{"decision": "maybe"}`, want: 400, bad: true})
 	c.do(specCall{method: "POST", path: approvals + gate.Pending[0].CallID, body: `{"decision": "reject", "message": "not now"}`, want: 200})
 	c.do(specCall{method: "POST", path: approvals + gate.Pending[0].CallID, body: `{"decision": "approve"}`, want: 409})
+	// Cancel (issue 25, item 3): a turn queued behind the waiting task is
+	// dropped; cancelling it again is a conflict, an unknown turn not found.
+	c.do(specCall{method: "POST", path: "/v1/sessions/shop3/turns", body: `{"question": "And after that?", "turnId": "q9"}`, want: 202})
+	c.do(specCall{method: "POST", path: "/v1/sessions/shop3/turns/q9/cancel", want: 200})
+	c.do(specCall{method: "POST", path: "/v1/sessions/shop3/turns/q9/cancel", want: 409})
+	c.do(specCall{method: "POST", path: "/v1/sessions/shop3/turns/nope/cancel", want: 404})
 
 	// The corrective query.
 	c.do(specCall{method: "POST", path: "/v1/rag/corrective", body: `{"query": "How do I run ctxflow?", "topK": 3}`, want: 200})
