@@ -60,7 +60,7 @@ export default {
           h('button.session', { dataset: { id: s.sessionId }, onclick: () => app.select(s.sessionId) },
             h('span.id', {}, s.title || s.sessionId),
             h('span.badge', {}, s.status || ''),
-            h('span.muted', {}, `${s.turns || 0} turns`)))));
+            h('span.muted', {}, `${s.turns || 0} turn${s.turns === 1 ? '' : 's'}`)))));
     }
 
     let last = null;
