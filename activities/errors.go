@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -57,8 +58,9 @@ func Permanent(code, msg string, cause error) error {
 // it — and returns its failure code and what went wrong. code is the
 // innermost failure code in the chain ("" when no application error
 // carries one); msg is the message of the outermost application error of
-// that code (the activity's error, with the context it added), or of the
-// innermost application error when none has a code, followed by its cause
+// that code (the activity's error, with the context it added), or, when
+// none has a code, of the outermost application error whose message holds
+// the innermost one's, followed by its cause
 // when that is a plain error; without application errors, a timeout's type
 // or err's own message. It is the one walker of error chains: [CodeOf],
 // the API and the workflows read failures through it.
@@ -85,7 +87,19 @@ func Cause(err error) (code, msg string) {
 		}
 		return "", err.Error()
 	}
+	// Without a code, the outermost error that still says what the
+	// innermost says: the activity's own error with the context it added
+	// ("mcp server web: call echo: … refused"; the SDK carries each error it
+	// wraps as a nested application error, so the innermost is only the
+	// last cause), not a workflow's layer that says only where it failed
+	// ("prepare doc: activity error").
 	root := chain[len(chain)-1]
+	for _, ae := range chain {
+		if strings.Contains(ae.Message(), root.Message()) {
+			root = ae
+			break
+		}
+	}
 	if code != "" {
 		for _, ae := range chain {
 			if ae.Type() == code {

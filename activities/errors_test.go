@@ -66,6 +66,8 @@ func TestCause(t *testing.T) {
 			code: "not_found", msg: "no document d1", codeOf: "not_found"},
 		{name: "no code", err: temporal.NewApplicationErrorWithCause("prepare doc: activity error", "wrapError", temporal.NewApplicationError("the cause", "")),
 			code: "", msg: "the cause", codeOf: "unavailable"},
+		{name: "no code, wrapped as the SDK carries it", err: fmt.Errorf("mcp server web: call echo: %w", fmt.Errorf("sending initialize: %w", errors.New("connection refused"))),
+			code: "", msg: "mcp server web: call echo: sending initialize: connection refused", codeOf: "unavailable"},
 		{name: "a type not in the vocabulary", err: temporal.NewNonRetryableApplicationError("invalid limits", "BadInput", nil),
 			code: "", msg: "invalid limits", codeOf: "unavailable"},
 		{name: "timeout", err: temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil),
