@@ -235,7 +235,7 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 		// the server, refuses them; the call still waits, and what was
 		// typed stays in the box to be fixed.
 		for _, bad := range []struct{ args, says string }{{`{"sql": `, "not valid JSON"}, {`[1]`, "invalid_argument"}} {
-			b.do("edit with "+bad.args, chromedp.SetValue(chromedp.CSS("#task-pending textarea.args"), bad.args),
+			b.do("edit with "+bad.args, typeInto("#task-pending textarea.args", bad.args),
 				chromedp.Click(chromedp.CSS("#task-pending button.edit")))
 			b.wait("the refused edit", `(document.querySelector('#task-view .error')?.textContent || '').includes(`+jsString(bad.says)+`)
 				&& document.querySelector('#task-pending textarea.args')?.value === `+jsString(bad.args)+`
@@ -244,7 +244,7 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 				t.Fatalf("after the refused edit %s: %v %+v", bad.args, err, st)
 			}
 		}
-		b.do("edit the arguments", chromedp.SetValue(chromedp.CSS("#task-pending textarea.args"), paris),
+		b.do("edit the arguments", typeInto("#task-pending textarea.args", paris),
 			chromedp.Click(chromedp.CSS("#task-pending button.edit")))
 		st := finished(id, fmt.Sprintf("There are %d customers.", customersIn(t, shop, "Paris")))
 		// The tool ran the edited call: its arguments, and the result the
@@ -257,7 +257,7 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 
 	{ // Reject
 		id := startTask("How many customers live in 'Berlin', once more?")
-		b.do("reject with a message", chromedp.SetValue(chromedp.CSS("#task-pending input.note"), "not during business hours"),
+		b.do("reject with a message", typeInto("#task-pending input.note", "not during business hours"),
 			chromedp.Click(chromedp.CSS("#task-pending button.reject")))
 		st := finished(id, rejected)
 		if s := st.Steps[0]; s.Tool != "run_sql" || s.OK || !strings.Contains(s.Observation, "rejected by the user: not during business hours") {
@@ -280,4 +280,14 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// typeInto sets the value of the element sel names and fires its input
+// event in one step, as typing does: the pending calls' boxes keep what is
+// typed across the panel's re-renders by their input events, which
+// chromedp.SetValue alone does not fire (a re-render between it and the
+// click lost the value).
+func typeInto(sel, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelector(`+jsString(sel)+`);
+		el.value = `+jsString(value)+`; el.dispatchEvent(new Event('input', { bubbles: true })); })()`)
 }
