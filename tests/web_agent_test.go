@@ -221,7 +221,7 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 		id := startTask("How many customers live in 'Berlin'?")
 		b.do("scroll to the task", chromedp.ScrollIntoView(chromedp.ID("panel-task")))
 		b.shot("12-approval")
-		b.do("approve", chromedp.Click(chromedp.CSS("#task-pending button.approve")))
+		b.do("approve", clickOn("#task-pending button.approve"))
 		st := finished(id, fmt.Sprintf("There are %d customers.", customersIn(t, shop, "Berlin")))
 		if s := st.Steps[0]; s.Tool != "run_sql" || !s.OK || !strings.Contains(s.Args, "'Berlin'") {
 			t.Errorf("the approved step: %+v", s)
@@ -236,7 +236,7 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 		// typed stays in the box to be fixed.
 		for _, bad := range []struct{ args, says string }{{`{"sql": `, "not valid JSON"}, {`[1]`, "invalid_argument"}} {
 			b.do("edit with "+bad.args, typeInto("#task-pending textarea.args", bad.args),
-				chromedp.Click(chromedp.CSS("#task-pending button.edit")))
+				clickOn("#task-pending button.edit"))
 			b.wait("the refused edit", `(document.querySelector('#task-view .error')?.textContent || '').includes(`+jsString(bad.says)+`)
 				&& document.querySelector('#task-pending textarea.args')?.value === `+jsString(bad.args)+`
 				&& !document.querySelector('#task-pending button.edit').disabled`)
@@ -245,7 +245,7 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 			}
 		}
 		b.do("edit the arguments", typeInto("#task-pending textarea.args", paris),
-			chromedp.Click(chromedp.CSS("#task-pending button.edit")))
+			clickOn("#task-pending button.edit"))
 		st := finished(id, fmt.Sprintf("There are %d customers.", customersIn(t, shop, "Paris")))
 		// The tool ran the edited call: its arguments, and the result the
 		// model read.
@@ -258,7 +258,7 @@ func TestWebPageStopAndApprovals(t *testing.T) {
 	{ // Reject
 		id := startTask("How many customers live in 'Berlin', once more?")
 		b.do("reject with a message", typeInto("#task-pending input.note", "not during business hours"),
-			chromedp.Click(chromedp.CSS("#task-pending button.reject")))
+			clickOn("#task-pending button.reject"))
 		st := finished(id, rejected)
 		if s := st.Steps[0]; s.Tool != "run_sql" || s.OK || !strings.Contains(s.Observation, "rejected by the user: not during business hours") {
 			t.Errorf("the rejected step: %+v", s)
@@ -290,4 +290,11 @@ func jsString(s string) string {
 func typeInto(sel, value string) chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelector(`+jsString(sel)+`);
 		el.value = `+jsString(value)+`; el.dispatchEvent(new Event('input', { bubbles: true })); })()`)
+}
+
+// clickOn clicks the element sel names as it is at that moment: the task
+// panel re-renders while its task is read, and a node chromedp found a
+// moment before may be gone ("No node with given id found").
+func clickOn(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`document.querySelector(` + jsString(sel) + `).click()`)
 }
