@@ -82,8 +82,9 @@ type ChatModel interface {
 }
 
 // Broker carries a turn's answer as the model writes it, from the model
-// activity to the API's streams (server-sent events). It is best effort:
-// a delta nobody listens to is dropped, and the turn result stays the
+// activity to the API's streams (server-sent events), and the turn's steps
+// as the session's workflow starts and ends them. It is best effort: a
+// delta nobody listens to is dropped, and the turn result stays the
 // durable answer.
 type Broker interface {
 	// Publish sends a delta to the topic's subscribers.
@@ -99,9 +100,24 @@ type Broker interface {
 // after failing in one) streams the answer again from its start, and a
 // stream shows the text of the latest call only. (Not the attempt number:
 // each of those executions may be attempt 1.)
+//
+// A delta with Step is a step event of the turn instead (Call and Text
+// are then empty).
 type Delta struct {
-	Call int    `json:"a"`
-	Text string `json:"t"`
+	Call int        `json:"a"`
+	Text string     `json:"t"`
+	Step *StepDelta `json:"s,omitempty"`
+}
+
+// StepDelta is a turn step's start, or its end, published by the session's
+// workflow as it runs the step: the turn query cannot answer while a
+// workflow task runs, and a fast model's turn is one workflow task. Index
+// is the step's place among the turn's steps; a start names the step, an
+// end holds it as in the turn result (JSON).
+type StepDelta struct {
+	Index int             `json:"i"`
+	Name  string          `json:"n,omitempty"`
+	End   json.RawMessage `json:"e,omitempty"`
 }
 
 // TurnTopic is the broker topic of a turn's answer.

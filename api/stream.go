@@ -24,8 +24,9 @@ import (
 // `token`s as the model writes them, and at the end `pause` (a paused
 // task), `error` (a failed turn) and `final` (the whole turn result), or
 // `cancelled` (a cancelled turn's result, its partial answer). The
-// steps and the end come from the session (its turn query); the tokens
-// from the broker. Step and end events have ids, derived from the turn's
+// steps come from the broker as the session's workflow runs them, and
+// from its turn query, which also has the end; the tokens come from the
+// broker. Step and end events have ids, derived from the turn's
 // steps, so GET .../turns/{turnId}/events with Last-Event-ID resumes a
 // dropped stream where it was; tokens have none (the final event carries
 // the whole answer), and a token with "reset" starts the answer again (a
@@ -72,7 +73,13 @@ func (w sse) send(event, id string, data any) {
 	w.c.Writer.Flush()
 }
 
-// streamTurn sends a turn and streams it.
+// streamTurn sends a turn and streams it. The stream starts when the
+// session has accepted the turn, or earlier, when a step of the turn comes
+// on the broker: the session accepts a fast model's turn only when the
+// workflow task that runs the whole turn ends, and until then its steps
+// and tokens would wait. A step means the session runs the turn; a
+// submission that fails after all then ends the stream with an error
+// event (before the stream, a plain JSON error).
 func (s *Server) streamTurn(c *gin.Context, ref sessionRef, req workflows.TurnRequest) {
 	if req.TurnID == "" {
 		req.TurnID = newID("turn")
@@ -89,15 +96,38 @@ func (s *Server) streamTurn(c *gin.Context, ref sessionRef, req workflows.TurnRe
 	// Listen before the turn is queued: no delta can come before it.
 	deltas := s.subscribe(c, ref, req.TurnID)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), submitWait)
-	res, err := s.sendTurn(ctx, ref, workflows.UpdateSubmit, req, s.startOptions(ref, "", s.opts.Defaults), in)
-	cancel()
-	if err != nil {
-		writeError(c, err)
-		return
+	defer cancel()
+	opts := s.startOptions(ref, "", s.opts.Defaults)
+	submitted := make(chan error, 1)
+	var res workflows.TurnResult
+	go func() {
+		var err error
+		res, err = s.sendTurn(ctx, ref, workflows.UpdateSubmit, req, opts, in)
+		submitted <- err
+	}()
+	var early []activities.Delta // what came before the stream started
+	status := ""
+	for status == "" {
+		select {
+		case err := <-submitted:
+			if err != nil {
+				writeError(c, err)
+				return
+			}
+			submitted, status = nil, res.Status
+		case d, ok := <-deltas:
+			if !ok { // the client left (its request's context ended)
+				deltas = nil
+				continue
+			}
+			if early = append(early, d); d.Step != nil {
+				status = workflows.TurnRunning
+			}
+		}
 	}
 	w := startSSE(c)
-	w.send("accepted", "0", gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": res.Status})
-	s.follow(c, ref, req.TurnID, w, deltas, 0)
+	w.send("accepted", "0", gin.H{"sessionId": ref.id, "turnId": req.TurnID, "status": status})
+	s.follow(c, ref, req.TurnID, w, deltas, 0, early, submitted)
 }
 
 // turnEvents answers GET /v1/sessions/{id}/turns/{turnId}/events: the
@@ -121,7 +151,7 @@ func (s *Server) turnEvents(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	s.follow(c, ref, turnID, startSSE(c), deltas, after)
+	s.follow(c, ref, turnID, startSSE(c), deltas, after, nil, nil)
 }
 
 // subscribe listens to a turn's deltas (nil without a broker, or if it
@@ -139,8 +169,18 @@ func (s *Server) subscribe(c *gin.Context, ref sessionRef, turnID string) <-chan
 }
 
 // follow streams a turn until it is done, skipping the events whose ids
-// are at most after.
-func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, deltas <-chan activities.Delta, after int) {
+// are at most after: first the deltas early (those that came before the
+// stream started), then what comes. A turn whose submission is still on
+// its way has it on submitted (nil: none): a failed one ends the stream. Steps come from two sources: the broker, on which the
+// session's workflow publishes each step as it starts (with the end of the
+// one before), and the turn query, read every pollEvery in a goroutine of
+// its own (a query waits while the session's workflow task runs, and a
+// fast model's whole turn is one: meanwhile tokens and steps go on). Step i
+// has id 2i+1 when it starts and 2i+2 when it ends, and each is sent once,
+// in that order, whichever source has it first.
+func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, deltas <-chan activities.Delta, after int,
+	early []activities.Delta, submitted <-chan error,
+) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.TurnWaitTimeout)
 	defer cancel()
 	emit := func(event string, id int, data any) {
@@ -148,13 +188,45 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 			w.send(event, strconv.Itoa(id), data)
 		}
 	}
-	sent, running, failures := 0, "", 0
+	// sent steps have ended in the stream; step started's start is sent.
+	sent, started, failures := 0, -1, 0
+	ended := func(i int, step any) {
+		if i == sent {
+			emit("step", 2*i+2, step)
+			sent++
+		}
+	}
+	starts := func(i int, name string) {
+		if i == sent && started < i && name != "" {
+			emit("step", 2*i+1, gin.H{"name": name, "status": "running"})
+			started = i
+		}
+	}
 	subscribed := deltas != nil
 	var said tokens
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
+	delta := func(d activities.Delta, ok bool) {
+		switch {
+		case !ok:
+			deltas = nil
+		case d.Step == nil:
+			w.send("token", "", said.add(d))
+		case d.Step.End != nil:
+			ended(d.Step.Index, d.Step.End)
+		default:
+			starts(d.Step.Index, d.Step.Name)
+		}
+	}
+	for _, d := range early {
+		delta(d, true)
+	}
+	polls := s.poll(ctx, ref, turnID)
 	for {
 		select {
+		case err := <-submitted:
+			if submitted = nil; err != nil {
+				w.send("error", "", gin.H{"error": gin.H{"code": codeOf(err), "message": err.Error()}})
+				return
+			}
 		case <-ctx.Done():
 			if c.Request.Context().Err() == nil {
 				w.send("error", "", gin.H{"error": gin.H{"code": activities.CodeUnavailable,
@@ -162,14 +234,18 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 			}
 			return
 		case d, ok := <-deltas:
-			if !ok {
-				deltas = nil
-				continue
+			delta(d, ok)
+		case p := <-polls:
+			for queued := true; queued && deltas != nil; { // what came before the reading goes first
+				select {
+				case d, ok := <-deltas:
+					delta(d, ok)
+				default:
+					queued = false
+				}
 			}
-			w.send("token", "", said.add(d))
-		case <-tick.C:
-			var res workflows.TurnResult
-			if err := s.query(ctx, ref, workflows.QueryTurn, &res, turnID); err != nil {
+			res, err := p.res, p.err
+			if err != nil {
 				var ae *apiError
 				if failures++; (errors.As(err, &ae) && ae.code == activities.CodeNotFound) || failures > 50 {
 					w.send("error", "", gin.H{"error": gin.H{"code": codeOf(err), "message": err.Error()}})
@@ -178,14 +254,10 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 				continue
 			}
 			failures = 0
-			// Step i has id 2i+1 when it starts and 2i+2 when it ends.
-			for ; sent < len(res.Steps); sent++ {
-				emit("step", 2*sent+2, res.Steps[sent])
+			for sent < len(res.Steps) {
+				ended(sent, res.Steps[sent])
 			}
-			if res.RunningStep != "" && res.RunningStep != running {
-				emit("step", 2*sent+1, gin.H{"name": res.RunningStep, "status": "running"})
-			}
-			running = res.RunningStep
+			starts(len(res.Steps), res.RunningStep)
 			if !res.Done() {
 				continue
 			}
@@ -206,6 +278,38 @@ func (s *Server) follow(c *gin.Context, ref sessionRef, turnID string, w sse, de
 			return
 		}
 	}
+}
+
+// polled is one reading of a turn query.
+type polled struct {
+	res workflows.TurnResult
+	err error
+}
+
+// poll reads the turn's query every pollEvery until ctx ends, one query at
+// a time, each reading handed over before the next query.
+func (s *Server) poll(ctx context.Context, ref sessionRef, turnID string) <-chan polled {
+	out := make(chan polled)
+	go func() {
+		t := time.NewTimer(pollEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var p polled
+			p.err = s.query(ctx, ref, workflows.QueryTurn, &p.res, turnID)
+			select {
+			case out <- p:
+			case <-ctx.Done():
+				return
+			}
+			t.Reset(pollEvery)
+		}
+	}()
+	return out
 }
 
 // tokens is what a stream has sent of the answer: the model call its
@@ -244,7 +348,9 @@ func (t *tokens) finish(ctx context.Context, w sse, deltas <-chan activities.Del
 				deltas = nil
 				continue
 			}
-			w.send("token", "", t.add(d))
+			if d.Step == nil { // (a step after the turn's end: its summary)
+				w.send("token", "", t.add(d))
+			}
 		case <-grace.C:
 			deltas = nil
 		case <-ctx.Done():

@@ -93,9 +93,11 @@ func scriptedTurn(t *testing.T, f *fakeClient, b activities.Broker) {
 			t.Errorf("query %s", queryType)
 		}
 		r := script[min(n, len(script)-1)]
-		if n == 2 { // the model writes, twice: a retry starts again
+		if n == 2 { // the session starts generate (and says so), the model writes, twice: a retry starts again
 			topic := activities.TurnTopic(activities.SessionKey{Tenant: "default", SessionID: "s1"}, "t1")
-			for _, d := range []activities.Delta{{Call: 1, Text: "你"}, {Call: 2, Text: "你好"}, {Call: 2, Text: ", world"}} {
+			end, _ := json.Marshal(step("load_context"))
+			for _, d := range []activities.Delta{{Step: &activities.StepDelta{Index: 0, End: end}}, {Step: &activities.StepDelta{Index: 1, Name: "generate"}},
+				{Call: 1, Text: "你"}, {Call: 2, Text: "你好"}, {Call: 2, Text: ", world"}} {
 				_ = b.Publish(ctx, topic, d)
 			}
 		}
@@ -146,6 +148,161 @@ func TestStreamTurn(t *testing.T) {
 		t.Errorf("resumed events: %v", got)
 	}
 	wantError(t, do(h, http.MethodGet, "/v1/sessions/s1/turns/t1/events", "", "Last-Event-ID", "x"), http.StatusBadRequest, "invalid_argument")
+}
+
+// TestStreamWhileTheQueryWaits: a turn query waits while the session's
+// workflow task runs (a fast model's whole turn is one), and meanwhile the
+// stream goes on: the steps the workflow publishes on the broker and the
+// model's tokens reach the client before the query answers. Events from
+// both sources are sent once each, in id order.
+func TestStreamWhileTheQueryWaits(t *testing.T) {
+	f := newFake(t)
+	b := broker.NewLocal()
+	topic := activities.TurnTopic(activities.SessionKey{Tenant: "default", SessionID: "s1"}, "t1")
+	step := func(n string) workflows.Step { return workflows.Step{Name: n, Status: "ok", DurationMS: 3} }
+	end := func(i int, n string) activities.Delta {
+		b, _ := json.Marshal(step(n))
+		return activities.Delta{Step: &activities.StepDelta{Index: i, End: b}}
+	}
+	start := func(i int, n string) activities.Delta {
+		return activities.Delta{Step: &activities.StepDelta{Index: i, Name: n}}
+	}
+	seen := make(chan struct{}) // the client has read the second token
+	var once sync.Once
+	f.QueryWorkflowFn = func(ctx context.Context, _, _, _ string, _ ...any) (converter.EncodedValue, error) {
+		once.Do(func() {
+			for _, d := range []activities.Delta{start(0, "load_context"), end(0, "load_context"), start(1, "generate"),
+				{Call: 7, Text: "One. "}, start(1, "generate"), {Call: 7, Text: "Two."}} {
+				_ = b.Publish(ctx, topic, d)
+			}
+			select { // the workflow task ends when the model has answered
+			case <-seen:
+			case <-time.After(10 * time.Second):
+			}
+			_ = b.Publish(ctx, topic, end(1, "generate"))
+			_ = b.Publish(ctx, topic, start(2, "save"))
+		})
+		return encode(t, workflows.TurnResult{TurnID: "t1", Status: workflows.TurnCompleted, Answer: "One. Two.",
+			Steps: []workflows.Step{step("load_context"), step("generate"), step("save")}}), nil
+	}
+	recordUpdate(t, f, submitted(t))
+	opts := options()
+	opts.Broker = b
+	srv := httptest.NewServer(api.New(f, opts).Handler())
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/sessions/s1/turns", strings.NewReader(`{"question":"hi","turnId":"t1"}`))
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []string
+	tokens := 0
+	var e event
+	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+		switch line := sc.Text(); {
+		case line == "":
+			got = append(got, e.id+":"+e.name)
+			if e.name == "token" {
+				if tokens++; tokens == 2 {
+					close(seen)
+				}
+			}
+			e = event{}
+		case strings.HasPrefix(line, "id: "):
+			e.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			e.name = line[7:]
+		}
+	}
+	want := "0:accepted 1:step 2:step 3:step :token :token 4:step 5:step 6:step 9:final"
+	if strings.Join(got, " ") != want {
+		t.Errorf("events\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	select {
+	case <-seen:
+	default:
+		t.Error("the tokens came only after the turn query answered")
+	}
+}
+
+// TestStreamStartsAtTheFirstStep: the session accepts a fast model's turn
+// only when the workflow task that runs the whole turn ends, so a stream
+// starts at the turn's first step on the broker, before the submission
+// answers; a submission that fails after all ends the stream with an
+// error event.
+func TestStreamStartsAtTheFirstStep(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		f := newFake(t)
+		b := broker.NewLocal()
+		topic := activities.TurnTopic(activities.SessionKey{Tenant: "default", SessionID: "s1"}, "t1")
+		seen := make(chan struct{}) // the client has read a token
+		f.UpdateWithStartWorkflowFn = func(ctx context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+			_ = b.Publish(ctx, topic, activities.Delta{Step: &activities.StepDelta{Index: 0, Name: "generate"}})
+			_ = b.Publish(ctx, topic, activities.Delta{Call: 1, Text: "Hi."})
+			select {
+			case <-seen:
+			case <-time.After(10 * time.Second):
+			}
+			if fail {
+				return nil, temporal.NewNonRetryableApplicationError("turn id reused", activities.CodeConflict, nil)
+			}
+			return submitted(t)(opts)
+		}
+		f.QueryWorkflowFn = func(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+			select {
+			case <-seen:
+				if fail { // (a turn refused has no result; a poll's answer never comes before the error here)
+					return encode(t, workflows.TurnResult{TurnID: "t1", Status: workflows.TurnQueued}), nil
+				}
+				return encode(t, workflows.TurnResult{TurnID: "t1", Status: workflows.TurnCompleted, Answer: "Hi.",
+					Steps: []workflows.Step{{Name: "generate", Status: "ok"}}}), nil
+			default:
+				return encode(t, workflows.TurnResult{TurnID: "t1", Status: workflows.TurnQueued}), nil
+			}
+		}
+		opts := options()
+		opts.Broker = b
+		srv := httptest.NewServer(api.New(f, opts).Handler())
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/sessions/s1/turns", strings.NewReader(`{"question":"hi","turnId":"t1"}`))
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		var e event
+		for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+			switch line := sc.Text(); {
+			case line == "":
+				if got = append(got, e.id+":"+e.name); e.name == "token" {
+					close(seen)
+				}
+				if e.name == "error" && !strings.Contains(e.data, `"conflict"`) {
+					t.Errorf("error event %s", e.data)
+				}
+				e = event{}
+			case strings.HasPrefix(line, "id: "):
+				e.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				e.name = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				e.data = line[6:]
+			}
+		}
+		_ = resp.Body.Close()
+		srv.Close()
+		want := "0:accepted 1:step :token 2:step 5:final"
+		if fail {
+			want = "0:accepted 1:step :token :error"
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("failing submission %v: events\n got %s\nwant %s", fail, strings.Join(got, " "), want)
+		}
+	}
 }
 
 // The tokens of a stream add up to the answer before the final event, when

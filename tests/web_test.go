@@ -423,6 +423,10 @@ func (d *dropAfterStep) Write(b []byte) (int, error) {
 	end := i + bytes.Index(b[i:], []byte("\n\n")) + 2
 	_, _ = d.ResponseWriter.Write(b[:end])
 	http.NewResponseController(d.ResponseWriter).Flush()
+	// The events written reach the page before the connection breaks: a
+	// browser may discard what came with the break (the first step event
+	// now comes right after the accepted one, in the same read).
+	time.Sleep(200 * time.Millisecond)
 	panic(http.ErrAbortHandler)
 }
 

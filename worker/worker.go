@@ -48,7 +48,9 @@ type Ports struct {
 	// PostgreSQL's LISTEN/NOTIFY with the PostgreSQL transcript store (so
 	// an API process elsewhere hears them).
 	Broker activities.Broker
-	close  []func() error
+	// steps offers the session workflows' step events to Broker.
+	steps workflows.StepPublisher
+	close []func() error
 }
 
 // Close releases the adapters.
@@ -134,6 +136,8 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		}
 		deltas, closers = pg, append(closers, pg.Close)
 	}
+	steps, stopSteps := broker.Offer(deltas, log)
+	closers = append([]func() error{func() error { stopSteps(); return nil }}, closers...) // before the broker closes
 	return &Ports{
 		Agent: agent,
 		Session: &activities.Session{
@@ -144,6 +148,7 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Parser: ingest.Parser{Tokenizer: tok}, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,
 		Broker: deltas,
+		steps:  steps,
 		close:  closers,
 	}, nil
 }
@@ -480,7 +485,7 @@ func New(c client.Client, p *Ports, maxActivities int) sdkworker.Worker {
 		MaxConcurrentActivityExecutionSize:      maxActivities,
 		MaxConcurrentWorkflowTaskPollers:        workflowTaskPollers,
 		MaxConcurrentLocalActivityExecutionSize: maxActivities,
-		Interceptors:                            telemetry.WorkerInterceptors(),
+		Interceptors:                            append(telemetry.WorkerInterceptors(), stepsInterceptor(p.steps)),
 	})
 	Register(w, p)
 	return w

@@ -473,6 +473,7 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 // step runs one pipeline step and records it in the turn's trace.
 func (s *session) step(ctx workflow.Context, res *TurnResult, name string, fn func() (map[string]any, error)) error {
 	start := workflow.Now(ctx)
+	s.showStep(ctx, res, name)
 	res.RunningStep = name
 	details, err := fn()
 	res.RunningStep = ""

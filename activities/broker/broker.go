@@ -1,5 +1,6 @@
-// Package broker carries answer deltas from the model activity to the
-// API's streams ([activities.Broker]): Local within one process (`ctxflow
+// Package broker carries answer deltas from the model activity, and step
+// events from the session's workflow (Offer), to the API's streams
+// ([activities.Broker]): Local within one process (`ctxflow
 // dev`), Postgres between processes (LISTEN/NOTIFY on the transcripts'
 // database, so a deployment that shares transcripts needs no other
 // server).
@@ -7,7 +8,9 @@ package broker
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/ctxflow/ctxflow/activities"
 )
@@ -60,4 +63,60 @@ func (b *Local) Subscribe(ctx context.Context, topic string) (<-chan activities.
 		b.mu.Unlock()
 	}()
 	return ch, nil
+}
+
+// offerQueue is how many deltas Offer holds for a broker that may block.
+const offerQueue = 1024
+
+// offerTimeout bounds one background publish.
+const offerTimeout = 5 * time.Second
+
+// Offer returns a function that publishes on b without ever blocking its
+// caller — the session workflow's code, which must not wait on I/O: a
+// Local publishes at once (it never blocks), any other broker in the
+// background, in order, dropping what a full queue cannot hold (a stream
+// then has it from its turn query). stop ends the background publishing.
+func Offer(b activities.Broker, log *slog.Logger) (offer func(topic string, d activities.Delta), stop func()) {
+	if l, ok := b.(*Local); ok {
+		return func(topic string, d activities.Delta) { _ = l.Publish(context.Background(), topic, d) }, func() {}
+	}
+	type item struct {
+		topic string
+		d     activities.Delta
+	}
+	q, done := make(chan item, offerQueue), make(chan struct{})
+	go func() {
+		defer close(done)
+		for it := range q {
+			ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
+			if err := b.Publish(ctx, it.topic, it.d); err != nil {
+				log.Debug("broker: offered delta", "topic", it.topic, "error", err)
+			}
+			cancel()
+		}
+	}()
+	var once sync.Once
+	var mu sync.RWMutex
+	closed := false
+	offer = func(topic string, d activities.Delta) {
+		mu.RLock()
+		defer mu.RUnlock()
+		if closed {
+			return
+		}
+		select {
+		case q <- item{topic, d}:
+		default:
+		}
+	}
+	stop = func() {
+		once.Do(func() {
+			mu.Lock()
+			closed = true
+			close(q)
+			mu.Unlock()
+			<-done
+		})
+	}
+	return offer, stop
 }

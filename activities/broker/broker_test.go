@@ -2,7 +2,9 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -75,6 +77,25 @@ func conformance(t *testing.T, b activities.Broker) {
 	}
 	if text.String() != long {
 		t.Fatalf("the long delta came back as %d bytes", text.Len())
+	}
+	// Step events offered by a session's workflow code (never blocking
+	// it) come in order, whole.
+	offer, stop := broker.Offer(b, slog.Default())
+	end := json.RawMessage(`{"name":"load_context","status":"ok","durationMs":3}`)
+	offer("acme/s1/t1", activities.Delta{Step: &activities.StepDelta{Index: 0, End: end}})
+	offer("acme/s1/t1", activities.Delta{Step: &activities.StepDelta{Index: 1, Name: "generate"}})
+	stop()
+	stop()                                                                                     // twice is fine
+	offer("acme/s1/t1", activities.Delta{Step: &activities.StepDelta{Index: 2, Name: "save"}}) // after stop: dropped (Local: sent)
+	got = receive(t, ch, 2)
+	if s := got[0].Step; s == nil || s.Index != 0 || string(s.End) != string(end) || got[0].Text != "" {
+		t.Fatalf("step end %+v", got[0])
+	}
+	if s := got[1].Step; s == nil || s.Index != 1 || s.Name != "generate" || s.End != nil {
+		t.Fatalf("step start %+v", got[1])
+	}
+	if _, local := b.(*broker.Local); local {
+		receive(t, ch, 1)
 	}
 	cancel()
 	select {

@@ -117,9 +117,27 @@ func (p *Postgres) Close() error {
 // with room for the topic.
 const maxText = 5000
 
+// maxPayload is PostgreSQL's limit on a notification's payload.
+const maxPayload = 8000
+
 // Publish implements [activities.Broker]; a long delta goes as several
-// notifications, cut at rune boundaries.
+// notifications, cut at rune boundaries. A step event goes as one, or not
+// at all when it is too long for one (the stream has it from the turn
+// query).
 func (p *Postgres) Publish(ctx context.Context, topic string, d activities.Delta) error {
+	if d.Step != nil {
+		b, err := json.Marshal(wire{Topic: topic, Delta: d})
+		if err != nil {
+			return err
+		}
+		if len(b) >= maxPayload {
+			return fmt.Errorf("broker: step %d on %s: %d bytes, more than a notification holds", d.Step.Index, topic, len(b))
+		}
+		if _, err := p.pool.Exec(ctx, "SELECT pg_notify($1, $2)", deltas, string(b)); err != nil {
+			return fmt.Errorf("broker: publish on %s: %w", topic, err)
+		}
+		return nil
+	}
 	text := d.Text
 	for first := true; first || text != ""; first = false {
 		part := text

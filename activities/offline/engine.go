@@ -54,9 +54,10 @@ var (
 const summaryPromptStart = "You maintain the running summary of a conversation"
 
 // Chat answers req as described on [Engine]. onDelta, if non-nil, gets the
-// whole answer as one fragment. A request without messages, without a user
-// message (outside a summary prompt) or asking for a JSON format is a
-// permanent [activities.ModelError]; a done ctx returns its error.
+// answer a sentence at a time (see sentencesOf). A request without messages,
+// without a user message (outside a summary prompt) or asking for a JSON
+// format is a permanent [activities.ModelError]; a done ctx returns its
+// error.
 func (e *Engine) Chat(ctx context.Context, req activities.ChatRequest, onDelta func(delta string)) (activities.ChatResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return activities.ChatResponse{}, err
@@ -77,7 +78,9 @@ func (e *Engine) Chat(ctx context.Context, req activities.ChatRequest, onDelta f
 		}
 	}
 	if onDelta != nil {
-		onDelta(content)
+		for _, f := range sentencesOf(content) {
+			onDelta(f)
+		}
 	}
 	prompt := convo.ReplyPrimingTokens
 	for _, m := range req.Messages {
@@ -89,6 +92,29 @@ func (e *Engine) Chat(ctx context.Context, req activities.ChatRequest, onDelta f
 		PromptTokens:     prompt,
 		CompletionTokens: lexical.Tokens(e.Tokenizer, content),
 	}, nil
+}
+
+// sentencesOf cuts an answer into the fragments Chat streams: its sentences
+// ([lexical.Sentences]), each with the spaces before it, the last with
+// what follows it, so that they add up to the answer.
+func sentencesOf(answer string) []string {
+	var out []string
+	at := 0
+	for _, s := range lexical.Sentences(answer) {
+		i := strings.Index(answer[at:], s)
+		if i < 0 {
+			break
+		}
+		out = append(out, answer[at:at+i+len(s)])
+		at += i + len(s)
+	}
+	switch {
+	case len(out) == 0:
+		return []string{answer}
+	case at < len(answer):
+		out[len(out)-1] += answer[at:]
+	}
+	return out
 }
 
 // Embed implements [activities.Embedder]: one vector per text, in order,
