@@ -288,8 +288,8 @@ func jsString(s string) string {
 // chromedp.SetValue alone does not fire (a re-render between it and the
 // click lost the value).
 func typeInto(sel, value string) chromedp.Action[chromedp.Void] {
-	return chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelector(`+jsString(sel)+`);
-		el.value = `+jsString(value)+`; el.dispatchEvent(new Event('input', { bubbles: true })); })()`)
+	return chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelector(` + jsString(sel) + `);
+		el.value = ` + jsString(value) + `; el.dispatchEvent(new Event('input', { bubbles: true })); })()`)
 }
 
 // clickOn clicks the element sel names as it is at that moment: the task
