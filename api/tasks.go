@@ -110,6 +110,15 @@ func taskType(status string) string {
 	return ""
 }
 
+// taskGone says why the task's workflow wid was not found: it ended (409,
+// "task <id> <ended>") or never was (404).
+func (s *Server) taskGone(ctx context.Context, wid, id, ended string) *apiError {
+	if _, err := s.c.DescribeWorkflowExecution(ctx, wid, ""); err == nil {
+		return errConflict("task %s %s", id, ended)
+	}
+	return errNotFound("task %s not found", id)
+}
+
 // cancelWait bounds how long DELETE waits for a task to end.
 const cancelWait = 10 * time.Second
 
@@ -129,12 +138,7 @@ func (s *Server) deleteTask(c *gin.Context) {
 	err = s.c.SignalWorkflow(c.Request.Context(), wid, "", workflows.SignalCancel, nil)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
-		// Ended, or never was: say which.
-		if _, qerr := s.c.DescribeWorkflowExecution(c.Request.Context(), wid, ""); qerr == nil {
-			writeError(c, errConflict("task %s has already ended", id))
-			return
-		}
-		writeError(c, errNotFound("task %s not found", id))
+		writeError(c, s.taskGone(c.Request.Context(), wid, id, "has already ended"))
 		return
 	}
 	if err != nil {
@@ -212,12 +216,7 @@ func (s *Server) postApproval(c *gin.Context) {
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
-		// Ended, or never was: say which.
-		if _, derr := s.c.DescribeWorkflowExecution(c.Request.Context(), wid, ""); derr == nil {
-			writeError(c, errConflict("task %s has ended: its calls can no longer be decided", id))
-			return
-		}
-		writeError(c, errNotFound("task %s not found", id))
+		writeError(c, s.taskGone(c.Request.Context(), wid, id, "has ended: its calls can no longer be decided"))
 	case err == nil:
 		c.JSON(http.StatusOK, gin.H{"sessionId": ref.id, "taskId": id, "callId": callID, "decision": d.Decision,
 			"type": taskType(st.Status), "task": st})
