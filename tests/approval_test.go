@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -177,16 +176,7 @@ func TestAgentTaskApprovalGate(t *testing.T) {
 // postAs posts a JSON body as a tenant and returns the status.
 func postAs(t *testing.T, ctx context.Context, c apiClient, tenant, path, body string) int {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader([]byte(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Tenant-ID", tenant)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	c.tenant = tenant
+	code, _ := c.do(ctx, http.MethodPost, path, []byte(body), nil)
+	return code
 }

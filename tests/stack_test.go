@@ -239,7 +239,9 @@ func tail(s string, n int) string {
 var httpClient = &http.Client{Timeout: 3 * time.Minute}
 
 // apiClient talks to a ctxflow API at base, with an API key if set.
-type apiClient struct{ base, key string }
+// apiClient calls the API; with tenant set, as that tenant (X-Tenant-ID,
+// the way of a server without API keys).
+type apiClient struct{ base, key, tenant string }
 
 // do sends a JSON request to the API and decodes the JSON answer into out.
 func (s apiClient) do(ctx context.Context, method, path string, body, out any) (int, error) {
@@ -265,6 +267,9 @@ func (s apiClient) doHeader(ctx context.Context, method, path string, body, out 
 	req.Header.Set("Content-Type", "application/json")
 	if s.key != "" {
 		req.Header.Set("Authorization", "Bearer "+s.key)
+	}
+	if s.tenant != "" {
+		req.Header.Set("X-Tenant-ID", s.tenant)
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
