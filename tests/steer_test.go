@@ -97,8 +97,11 @@ func TestSteerAndCancelOverHTTP(t *testing.T) {
 		}
 	})
 
-	t.Run("cancel", func(t *testing.T) {
-		events := s.openStream(ctx, t, http.MethodPost, "/v1/sessions/stop/turns", map[string]any{"question": "Tell me a long story", "turnId": "long"})
+	// stopStory asks session for the long story as a stream, cancels the
+	// turn "long" while the model writes it, and reads the stream to its
+	// end: the cancel's answer, and the stream's last event.
+	stopStory := func(t *testing.T, session string) (res workflows.TurnResult, code int, last string, err error) {
+		events := s.openStream(ctx, t, http.MethodPost, "/v1/sessions/"+session+"/turns", map[string]any{"question": "Tell me a long story", "turnId": "long"})
 		// The worker's tokens do not reach this process's API (no shared
 		// broker): wait for the generate step, then for a few fragments.
 		for e := range events {
@@ -107,14 +110,17 @@ func TestSteerAndCancelOverHTTP(t *testing.T) {
 			}
 		}
 		time.Sleep(time.Second)
-		var res workflows.TurnResult
-		code, err := s.do(ctx, http.MethodPost, "/v1/sessions/stop/turns/long/cancel", nil, &res)
-		if code != http.StatusOK || res.Status != workflows.TurnCancelled || res.Answer == "" || len(res.Answer) >= len(strings.TrimSpace(storyWords)) {
-			t.Fatalf("cancel: %d %v %s %q\n%s", code, err, res.Status, res.Answer, s.workerLogs())
-		}
-		last := ""
+		code, err = s.do(ctx, http.MethodPost, "/v1/sessions/"+session+"/turns/long/cancel", nil, &res)
 		for e := range events {
 			last = e.name
+		}
+		return res, code, last, err
+	}
+
+	t.Run("cancel", func(t *testing.T) {
+		res, code, last, err := stopStory(t, "stop")
+		if code != http.StatusOK || res.Status != workflows.TurnCancelled || res.Answer == "" || len(res.Answer) >= len(strings.TrimSpace(storyWords)) {
+			t.Fatalf("cancel: %d %v %s %q\n%s", code, err, res.Status, res.Answer, s.workerLogs())
 		}
 		if last != "cancelled" {
 			t.Errorf("the stream ended with %q, want cancelled", last)
@@ -139,18 +145,9 @@ func TestSteerAndCancelOverHTTP(t *testing.T) {
 	})
 
 	t.Run("continue a cancelled answer", func(t *testing.T) {
-		events := s.openStream(ctx, t, http.MethodPost, "/v1/sessions/resume/turns", map[string]any{"question": "Tell me a long story", "turnId": "long"})
-		for e := range events {
-			if e.name == "step" && strings.Contains(e.data, `"generate"`) && strings.Contains(e.data, `"running"`) {
-				break
-			}
-		}
-		time.Sleep(time.Second)
-		var stopped workflows.TurnResult
-		if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/resume/turns/long/cancel", nil, &stopped); code != http.StatusOK || stopped.Answer == "" {
+		stopped, code, _, err := stopStory(t, "resume")
+		if code != http.StatusOK || stopped.Answer == "" {
 			t.Fatalf("cancel: %d %v %+v", code, err, stopped)
-		}
-		for range events { // to its end
 		}
 		res, _, err := s.turn(ctx, "resume", "more", "继续")
 		if err != nil || res.Status != workflows.TurnCompleted || res.Steps[0].Details["continues"] == nil {
