@@ -76,18 +76,24 @@ func (s streamed) tokens() (string, int) {
 		if e.name != "token" {
 			continue
 		}
-		var d struct {
-			Text  string
-			Reset bool
-		}
-		_ = json.Unmarshal([]byte(e.data), &d)
-		if d.Reset {
-			text.Reset()
-		}
-		text.WriteString(d.Text)
+		addToken(&text, e.data)
 		n++
 	}
 	return text.String(), n
+}
+
+// addToken adds a token event's text to the answer so far (a reset event
+// starts it again).
+func addToken(text *strings.Builder, data string) {
+	var d struct {
+		Text  string
+		Reset bool
+	}
+	_ = json.Unmarshal([]byte(data), &d)
+	if d.Reset {
+		text.Reset()
+	}
+	text.WriteString(d.Text)
 }
 
 // running matches a step event that says the step named name runs.

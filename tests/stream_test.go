@@ -101,15 +101,7 @@ func TestStreamedTurns(t *testing.T) {
 		names = append(names, e.name)
 		switch e.name {
 		case "token":
-			var d struct {
-				Text  string
-				Reset bool
-			}
-			_ = json.Unmarshal([]byte(e.data), &d)
-			if d.Reset {
-				text.Reset()
-			}
-			text.WriteString(d.Text)
+			addToken(&text, e.data)
 			tokensBeforeFinal++
 		case "final":
 			_ = json.Unmarshal([]byte(e.data), &final)
