@@ -48,16 +48,30 @@ type RetrieveInput struct {
 	Tenant string `json:"tenant,omitempty"`
 }
 
-// RetrievedDoc is a retrieved chunk with the relevance filter's verdict.
-type RetrievedDoc struct {
-	ID         string  `json:"id"`
-	DocumentID string  `json:"documentId,omitempty"`
-	Source     string  `json:"source,omitempty"`
-	Text       string  `json:"text"`
-	Score      float64 `json:"score"`
+// Doc is a retrieved chunk: the one shape a document keeps from retrieval
+// to the answer (graded, chosen, shown to the model, returned with the
+// turn). Its Text is left out where only the reference is needed.
+type Doc struct {
+	ID         string `json:"id"`
+	DocumentID string `json:"documentId,omitempty"`
+	Source     string `json:"source,omitempty"`
+	Text       string `json:"text,omitempty"`
+	// Score is the search's rank score (hybrid: fused by reciprocal rank).
+	Score float64 `json:"score"`
 	// Similarity is the cosine similarity to the query; nil when the
 	// document was found by keyword only.
 	Similarity *float64 `json:"similarity,omitempty"`
+}
+
+// Ref is d without its text.
+func (d Doc) Ref() Doc {
+	d.Text = ""
+	return d
+}
+
+// RetrievedDoc is a retrieved chunk with the relevance filter's verdict.
+type RetrievedDoc struct {
+	Doc
 	// Kept is the relevance filter's verdict and Reason its explanation.
 	Kept   bool   `json:"kept"`
 	Reason string `json:"reason"`
@@ -119,10 +133,10 @@ func (a *RAG) Retrieve(ctx context.Context, in RetrieveInput) (RetrieveResult, e
 		if err := ctx.Err(); err != nil { // past the deadline: Temporal has given up on this attempt
 			return RetrieveResult{}, fmt.Errorf("retrieve %q: %w", convo.Clip(in.Query, 60), err)
 		}
-		d := RetrievedDoc{
+		d := RetrievedDoc{Doc: Doc{
 			ID: h.Chunk.ID, DocumentID: h.Chunk.DocumentID, Source: h.Chunk.Metadata["source"],
 			Text: h.Chunk.Text, Score: h.Score, Similarity: h.Similarity,
-		}
+		}}
 		d.Kept, d.Reason = a.filter(in, d)
 		res.Docs = append(res.Docs, d)
 	}
@@ -284,15 +298,9 @@ func (a *RAG) Reformulate(ctx context.Context, in ReformulateInput) (Reformulati
 // corrective queries; sessions answer with Session.Generate).
 type AnswerInput struct {
 	Query   string       `json:"query"`
-	Docs    []DocText    `json:"docs"`
+	Docs    []Doc        `json:"docs"`
 	Model   string       `json:"model"`
 	Options ModelOptions `json:"options"`
-}
-
-// DocText is a document shown to the answering model.
-type DocText struct {
-	ID   string `json:"id"`
-	Text string `json:"text"`
 }
 
 // AnswerResult is a generated answer.
@@ -347,7 +355,7 @@ const NothingRelevant = "Knowledge base searched: nothing relevant was found."
 // DocumentsMessage renders documents as "[id] text" blocks after a heading,
 // the form the offline engine and a prompted model both read; with no
 // documents it is the [NothingRelevant] note.
-func DocumentsMessage(docs []DocText) string {
+func DocumentsMessage(docs []Doc) string {
 	if len(docs) == 0 {
 		return NothingRelevant + " Say that the knowledge base has nothing on the question."
 	}

@@ -291,7 +291,7 @@ func TestAnswerHonestWithoutDocuments(t *testing.T) {
 		t.Errorf("answer = %+v", res)
 	}
 	res, err = rag.Answer(context.Background(), activities.AnswerInput{Query: "How much is the Pixel 8?", Model: "offline",
-		Docs: []activities.DocText{{ID: "a", Text: docs[0]}}})
+		Docs: []activities.Doc{{ID: "a", Text: docs[0]}}})
 	if err != nil || !strings.Contains(res.Answer, "699") || !strings.Contains(res.Answer, "[a]") {
 		t.Errorf("answer = %+v, %v", res, err)
 	}

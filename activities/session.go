@@ -370,8 +370,8 @@ type GenerateInput struct {
 	Options   ModelOptions `json:"options"`
 	// UseDocs shows Docs (the corrective loop's graded documents; none
 	// means nothing relevant was found).
-	UseDocs bool      `json:"useDocs,omitempty"`
-	Docs    []DocText `json:"docs,omitempty"`
+	UseDocs bool  `json:"useDocs,omitempty"`
+	Docs    []Doc `json:"docs,omitempty"`
 	// Attempts bounds the attempts that end in the model's own failure
 	// (0: only the retry policy bounds them). The workflow's policy allows
 	// more, so that attempts cut short by a lost worker (heartbeat
@@ -392,13 +392,6 @@ func (a *Session) stream(ctx context.Context, s SessionKey, turnID string) func(
 	}
 }
 
-// DocRef names a retrieved chunk (its text stays in the store).
-type DocRef struct {
-	ID     string  `json:"id"`
-	Score  float64 `json:"score"`
-	Source string  `json:"source,omitempty"`
-}
-
 // GenerateResult is the model's answer. It is the one body that must enter
 // history: the caller is waiting for it.
 type GenerateResult struct {
@@ -412,8 +405,8 @@ type GenerateResult struct {
 	CountedTokens int `json:"countedTokens,omitempty"`
 	// Docs are the chunks shown to the model; RetrievalError says why
 	// there are none when retrieval failed (the answer goes on without).
-	Docs           []DocRef `json:"docs,omitempty"`
-	RetrievalError string   `json:"retrievalError,omitempty"`
+	Docs           []Doc  `json:"docs,omitempty"`
+	RetrievalError string `json:"retrievalError,omitempty"`
 	// RewrittenQuery is the standalone question when rewriting changed it.
 	RewrittenQuery string `json:"rewrittenQuery,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -268,7 +269,7 @@ func queryAnswer(res workflows.TurnResult) gin.H {
 	}
 	docs := res.RetrievedDocs
 	if docs == nil {
-		docs = []workflows.Doc{}
+		docs = []activities.Doc{}
 	}
 	info := res.SessionInfo
 	return gin.H{

@@ -74,9 +74,9 @@ func wantSeedError(t *testing.T, w *httptest.ResponseRecorder, status int, code 
 
 type queryReply struct {
 	seedAnswer
-	Response       string          `json:"response"`
-	RewrittenQuery string          `json:"rewrittenQuery"`
-	RetrievedDocs  []workflows.Doc `json:"retrievedDocs"`
+	Response       string           `json:"response"`
+	RewrittenQuery string           `json:"rewrittenQuery"`
+	RetrievedDocs  []activities.Doc `json:"retrievedDocs"`
 	Workflow       struct {
 		Steps []struct {
 			Step      string         `json:"step"`
@@ -108,7 +108,7 @@ func TestSeedQuery(t *testing.T) {
 		req := opts.UpdateOptions.Args[0].(workflows.TurnRequest)
 		return handle{id: opts.UpdateOptions.UpdateID, val: encode(t, workflows.TurnResult{
 			TurnID: req.TurnID, Status: status, Question: req.Question, Answer: "华为Mate60的续航表现非常出色", Error: "model down",
-			RewrittenQuery: "华为Mate60的续航怎么样？", RetrievedDocs: []workflows.Doc{{ID: "mate60#0", Score: 0.8, Source: "mate60.md"}},
+			RewrittenQuery: "华为Mate60的续航怎么样？", RetrievedDocs: []activities.Doc{{ID: "mate60#0", Score: 0.8, Source: "mate60.md"}},
 			Steps: []workflows.Step{
 				{Name: "load_context", Status: "ok", Start: start, DurationMS: 2, Details: map[string]any{"trimmedCount": 1}},
 				{Name: "rewrite_query", Status: "degraded", Start: start.Add(2 * time.Millisecond), DurationMS: 30, Details: map[string]any{"error": "timeout"}},

@@ -18,6 +18,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/ingest/ingesttest"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/api"
@@ -110,7 +111,7 @@ func TestDocumentsAPI(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", tc.q, err, s.workerLogs())
 		}
-		if !slices.ContainsFunc(res.RetrievedDocs, func(d workflows.Doc) bool {
+		if !slices.ContainsFunc(res.RetrievedDocs, func(d activities.Doc) bool {
 			return d.Source == tc.source && strings.HasPrefix(d.ID, tc.idPrefix)
 		}) {
 			t.Errorf("%q: retrieved %+v, want %s from %s", tc.q, res.RetrievedDocs, tc.idPrefix, tc.source)

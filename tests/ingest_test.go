@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -171,13 +172,13 @@ func TestOfflineAnswersFromIngestedREADME(t *testing.T) {
 		t.Errorf("corrective result = %+v", rag.CorrectiveResult)
 	}
 	for _, d := range rag.Retrieval.Documents {
-		if d.Content == "" || d.FilterReason == "" || (d.Grade == nil && d.GradedBy != "relevance_filter") {
+		if d.Text == "" || d.FilterReason == "" || (d.Grade == nil && d.GradedBy != "relevance_filter") {
 			t.Errorf("document %+v lacks its content or verdicts", d)
 		}
 	}
 }
 
-func docIDs(docs []workflows.Doc) []string {
+func docIDs(docs []activities.Doc) []string {
 	out := make([]string, len(docs))
 	for i, d := range docs {
 		out[i] = d.ID[strings.LastIndex(d.ID, "#"):]

@@ -165,6 +165,9 @@ func TestMate60Conversation(t *testing.T) {
 			}
 		}
 		for _, d := range a.turn.RetrievedDocs {
+			if d.Text == "" {
+				t.Errorf("%q: answered from %s, returned without its text", a.turn.Question, d.ID)
+			}
 			if i := slices.IndexFunc(a.rag.Retrieval.Documents, func(r workflows.RAGDoc) bool { return r.ID == d.ID }); i < 0 || !a.rag.Retrieval.Documents[i].FilterKept {
 				t.Errorf("%q: answered from %s, which the relevance filter dropped", a.turn.Question, d.ID)
 			}

@@ -130,7 +130,9 @@ func TestRecordFastModelHistory(t *testing.T) {
 
 // TestRecordQAHistory records a session on the qa route (a turn through the
 // corrective child workflow, a follow-up rewritten first, small talk) and
-// the child's own history. Same switch as TestRecordHistory.
+// the child's own history. (qa_session.json and qa_corrective_child.json
+// were recorded before "qa-own-generate", when the child answered.) Same
+// switch as TestRecordHistory.
 func TestRecordQAHistory(t *testing.T) {
 	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
 		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
@@ -147,8 +149,8 @@ func TestRecordQAHistory(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second) // past the idle TTL
 	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "qa")
-	writeHistory(t, ctx, s, wid, "", "testdata/qa_session.json")
-	writeHistory(t, ctx, s, wid+"/rag/q1", "", "testdata/qa_corrective_child.json")
+	writeHistory(t, ctx, s, wid, "", "testdata/qa_session_own_generate.json")
+	writeHistory(t, ctx, s, wid+"/rag/q1", "", "testdata/qa_corrective_choose.json")
 }
 
 // TestRecordTaskHistory records a session whose agent task pauses after 2

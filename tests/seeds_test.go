@@ -99,8 +99,8 @@ type seedReply struct {
 		TotalDocuments    int `json:"totalDocuments"`
 		FilteredDocuments int `json:"filteredDocuments"`
 		Documents         []struct {
-			Content string `json:"content"`
-			Source  string `json:"source"`
+			Text   string `json:"text"`
+			Source string `json:"source"`
 		} `json:"documents"`
 	} `json:"retrieval"`
 	GraderResult *struct {
@@ -224,7 +224,7 @@ func TestSeedEndpoints(t *testing.T) {
 	code, r = post("/api/self-corrective-rag", rag)
 	t.Logf("华为Mate60的续航怎么样？ → %d %q, path %v, retrieval %d/%d", code, r.Answer, r.Workflow.DecisionPath, r.Retrieval.FilteredDocuments, r.Retrieval.TotalDocuments)
 	if code != http.StatusOK || !r.Success || !strings.Contains(r.Answer, "4750") || r.Retrieval.FilteredDocuments == 0 ||
-		len(r.Retrieval.Documents) == 0 || r.Retrieval.Documents[0].Content == "" || r.GraderResult.TotalCount == 0 {
+		len(r.Retrieval.Documents) == 0 || r.Retrieval.Documents[0].Text == "" || r.GraderResult.TotalCount == 0 {
 		t.Errorf("corrective: %d %+v", code, r)
 	}
 	rag["milvusConfig"] = map[string]any{"address": "localhost:19530", "collectionName": "other_docs"}

@@ -247,6 +247,11 @@ func TestWebPage(t *testing.T) {
 			t.Errorf("the timeline lacks %q", want)
 		}
 	}
+	// The documents the answer came from, with their text.
+	b.eval(`[...[...document.querySelectorAll('#messages details.turn')].at(-1).querySelectorAll('.docs p.doc')].map(p => p.textContent).join('\n')`, &got)
+	if !strings.Contains(got, "4575") || strings.Contains(got, "(no text)") {
+		t.Errorf("the follow-up's documents:\n%s", got)
+	}
 	var stats string
 	b.eval(`JSON.stringify(window.ctxflow.stats)`, &stats)
 	if stats != `{"streamed":2,"resumed":0,"polled":0}` {

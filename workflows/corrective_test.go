@@ -95,7 +95,7 @@ func TestMergeDocKeepsPassed(t *testing.T) {
 			if passed {
 				lastPassedIn[id] = round
 			}
-			docs = mergeDoc(docs, byID, RAGDoc{ID: id, Passed: passed, Attempt: round, FilterKept: passed}, keepPassing)
+			docs = mergeDoc(docs, byID, RAGDoc{Doc: activities.Doc{ID: id}, Passed: passed, Attempt: round, FilterKept: passed}, keepPassing)
 		}
 		if len(docs) != len(everPassed) {
 			t.Fatalf("%d documents recorded for %d ids", len(docs), len(everPassed))
@@ -119,7 +119,7 @@ func TestForAnswerProperties(t *testing.T) {
 		n := rapid.IntRange(0, 12).Draw(t, "n")
 		docs := make([]RAGDoc, n)
 		for i := range docs {
-			docs[i] = RAGDoc{ID: fmt.Sprint("d", i), Passed: rapid.Bool().Draw(t, "passed")}
+			docs[i] = RAGDoc{Doc: activities.Doc{ID: fmt.Sprint("d", i)}, Passed: rapid.Bool().Draw(t, "passed")}
 			if rapid.Bool().Draw(t, "graded") {
 				docs[i].Grade = &activities.Grade{Confidence: rapid.Float64Range(0, 1).Draw(t, "confidence")}
 			}

@@ -33,8 +33,12 @@ type CorrectiveInput struct {
 	Topic string `json:"topic,omitempty"`
 	// Tenant is whose documents are searched ("" is the default tenant).
 	Tenant string `json:"tenant,omitempty"`
+	// Choose ends the loop at the choice of documents: the result's
+	// Chosen, which a session's own generate step answers from.
+	Choose bool `json:"choose,omitempty"`
 	// Generate, when set, answers inside a session: the turn's window is
-	// the model view and the graded documents are added to it.
+	// the model view and the graded documents are added to it. (Sessions
+	// before the change "qa-own-generate"; later ones set Choose.)
 	Generate *activities.GenerateInput `json:"generate,omitempty"`
 	// IncludeText returns the documents' text (standalone queries; a
 	// session's result stays small).
@@ -53,12 +57,14 @@ type CorrectiveResult struct {
 	PromptTokens     int    `json:"promptTokens,omitempty"`
 	CompletionTokens int    `json:"completionTokens,omitempty"`
 	// CountedTokens is ctxflow's count of the answer's prompt (calibration).
-	CountedTokens  int             `json:"countedTokens,omitempty"`
-	Query          QueryInfo       `json:"query"`
-	RewriteHistory []RewriteRecord `json:"rewriteHistory"`
-	Retrieval      RetrievalInfo   `json:"retrieval"`
-	GraderResult   GraderResult    `json:"graderResult"`
-	Workflow       WorkflowTrace   `json:"workflow"`
+	CountedTokens int `json:"countedTokens,omitempty"`
+	// Chosen are the documents to answer from, with their text (Choose).
+	Chosen         []activities.Doc `json:"chosen,omitempty"`
+	Query          QueryInfo        `json:"query"`
+	RewriteHistory []RewriteRecord  `json:"rewriteHistory"`
+	Retrieval      RetrievalInfo    `json:"retrieval"`
+	GraderResult   GraderResult     `json:"graderResult"`
+	Workflow       WorkflowTrace    `json:"workflow"`
 }
 
 // QueryInfo is the query before and after the loop.
@@ -88,14 +94,10 @@ type RetrievalInfo struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RAGDoc is a retrieved document with the filter's and grader's verdicts.
+// RAGDoc is a retrieved document with the filter's and grader's verdicts
+// (its text only for a standalone query: CorrectiveInput.IncludeText).
 type RAGDoc struct {
-	ID           string            `json:"id"`
-	DocumentID   string            `json:"documentId,omitempty"`
-	Source       string            `json:"source,omitempty"`
-	Content      string            `json:"content,omitempty"`
-	Score        float64           `json:"score"`
-	Similarity   *float64          `json:"similarity,omitempty"`
+	activities.Doc
 	Attempt      int               `json:"attempt"`
 	FilterKept   bool              `json:"filterKept"`
 	FilterReason string            `json:"filterReason"`
@@ -275,12 +277,9 @@ func (c *corrective) grade(ctx workflow.Context, query string, docs []activities
 	var failed []string
 	for i := range docs {
 		d := docs[i]
-		doc := RAGDoc{
-			ID: d.ID, DocumentID: d.DocumentID, Source: d.Source, Score: d.Score, Similarity: d.Similarity,
-			Attempt: attempt, FilterKept: d.Kept, FilterReason: d.Reason, GradedBy: "grader",
-		}
-		if c.in.IncludeText {
-			doc.Content = d.Text
+		doc := RAGDoc{Doc: d.Doc, Attempt: attempt, FilterKept: d.Kept, FilterReason: d.Reason, GradedBy: "grader"}
+		if !c.in.IncludeText {
+			doc.Doc = d.Ref()
 		}
 		switch err := errs[i]; {
 		case !graded[i]:
@@ -361,24 +360,27 @@ func (c *corrective) rewrite(ctx workflow.Context, query string, docs []activiti
 
 // generate answers from the documents that passed: the topK most
 // confidently graded, so that the prompt stays as large as one retrieval
-// however many rounds ran.
+// however many rounds ran. With Choose it only returns them.
 func (c *corrective) generate(ctx workflow.Context) error {
 	passed := forAnswer(c.res.Retrieval.Documents, c.in.TopK)
 	used := make(map[string]bool, len(passed))
-	docs := make([]activities.DocText, len(passed))
+	docs := make([]activities.Doc, len(passed))
 	ids := make([]string, len(passed))
 	for i, d := range passed {
-		docs[i], ids[i], used[d.ID] = activities.DocText{ID: d.ID}, d.ID, true
+		// Texts come from the retrievals; they are in this workflow's
+		// history already, so generation needs no second read of the store.
+		docs[i], ids[i], used[d.ID] = d.Doc, d.ID, true
+		docs[i].Text = c.texts[d.ID]
 	}
 	for i := range c.res.Retrieval.Documents {
 		c.res.Retrieval.Documents[i].Used = used[c.res.Retrieval.Documents[i].ID]
 	}
 	c.res.Retrieval.TotalDocuments = len(c.res.Retrieval.Documents)
 	c.res.Retrieval.FilteredDocuments = len(docs)
-	// Texts come from the retrievals; they are in this workflow's history
-	// already, so generation needs no second read of the store.
-	for i := range docs {
-		docs[i].Text = c.texts[docs[i].ID]
+	if c.in.Choose {
+		c.res.Chosen = docs
+		c.decide(fmt.Sprintf("chose %d documents %v → the session answers", len(docs), ids))
+		return nil
 	}
 	return c.node(ctx, "generate", len(c.res.RewriteHistory), func() (string, error) {
 		detail := fmt.Sprintf("from %d documents %v", len(docs), ids)

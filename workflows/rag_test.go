@@ -216,7 +216,7 @@ func TestCorrectivePassesFirstTime(t *testing.T) {
 	if len(h.rewrite.seen) != 0 {
 		t.Errorf("rewriter called %d times", len(h.rewrite.seen))
 	}
-	if res.Retrieval.TotalDocuments != 5 || res.Retrieval.FilteredDocuments != 4 || res.Retrieval.Documents[0].Content == "" {
+	if res.Retrieval.TotalDocuments != 5 || res.Retrieval.FilteredDocuments != 4 || res.Retrieval.Documents[0].Text == "" {
 		t.Errorf("retrieval = %+v", res.Retrieval)
 	}
 	// The offline engine answered from the passed documents only, citing them.
@@ -437,7 +437,7 @@ func TestSessionQARouteRunsCorrectiveLoop(t *testing.T) {
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour}))
 
 	r := first.result
-	if r.Status != workflows.TurnCompleted || stepNames(r) != "load_context:ok,corrective_rag:ok,save:ok" {
+	if r.Status != workflows.TurnCompleted || stepNames(r) != "load_context:ok,corrective_rag:ok,generate:ok,save:ok" {
 		t.Fatalf("first turn: %s, steps %s, error %q", r.Status, stepNames(r), r.Error)
 	}
 	rag := r.Steps[1].Details
@@ -446,6 +446,16 @@ func TestSessionQARouteRunsCorrectiveLoop(t *testing.T) {
 	}
 	if got := len(r.RetrievedDocs); got != 3 { // 1 from the first round, 2 after the rewrite
 		t.Errorf("retrieved docs = %+v", r.RetrievedDocs)
+	}
+	// The child chose the documents; the session's generate step answered
+	// from them, and the turn returns them with their text.
+	for _, d := range r.RetrievedDocs {
+		if !strings.HasPrefix(d.Text, "GOOD ") {
+			t.Errorf("retrieved doc %s without its text: %+v", d.ID, d)
+		}
+	}
+	if gen := r.Steps[2].Details; gen["retrievedDocs"] != float64(3) && gen["retrievedDocs"] != 3 {
+		t.Errorf("generate details = %v", gen)
 	}
 	// The model saw the conversation and the documents that passed.
 	call := h.model.calls[0]
@@ -460,7 +470,7 @@ func TestSessionQARouteRunsCorrectiveLoop(t *testing.T) {
 		t.Errorf("small talk route = %v", d)
 	}
 	// With history, the question is first made to stand alone.
-	if s := stepNames(next.result); s != "load_context:ok,rewrite_query:ok,corrective_rag:ok,save:ok" {
+	if s := stepNames(next.result); s != "load_context:ok,rewrite_query:ok,corrective_rag:ok,generate:ok,save:ok" {
 		t.Errorf("third turn steps = %s", s)
 	}
 }
@@ -516,8 +526,8 @@ func TestFastQATurnPublishesRunningWhenItLeavesTheTask(t *testing.T) {
 	}
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour, FastModel: 500 * time.Millisecond}))
 
-	want := []string{"load_context:ok,corrective_rag:ok,save:ok", "load_context:ok,generate:ok,save:ok",
-		"load_context:ok,rewrite_query:ok,corrective_rag:ok,save:ok"}
+	want := []string{"load_context:ok,corrective_rag:ok,generate:ok,save:ok", "load_context:ok,generate:ok,save:ok",
+		"load_context:ok,rewrite_query:ok,corrective_rag:ok,generate:ok,save:ok"}
 	for i, o := range turns {
 		if o.result.Status != workflows.TurnCompleted || stepNames(o.result) != want[i] {
 			t.Errorf("turn %d: %s, steps %s", i+1, o.result.Status, stepNames(o.result))

@@ -2,8 +2,10 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ctxflow/ctxflow/activities"
+	"github.com/ctxflow/ctxflow/convo"
 )
 
 // The details each step of a turn records in its trace (the steps query,
@@ -22,16 +24,32 @@ func loadDetails(lc activities.LoadContextResult) map[string]any {
 	return d
 }
 
-// generateDetails are the generate step's details.
-func generateDetails(model string, gen activities.GenerateResult) map[string]any {
+// generateDetails are the generate step's details: in, the documents
+// shown to the model (or, in histories from before the corrective loop,
+// those Generate retrieved itself).
+func generateDetails(model string, in activities.GenerateInput, gen activities.GenerateResult) map[string]any {
 	d := map[string]any{
-		"model": model, "engine": gen.Engine, "retrievedDocs": len(gen.Docs),
+		"model": model, "engine": gen.Engine, "retrievedDocs": max(len(in.Docs), len(gen.Docs)),
 		"promptTokens": gen.PromptTokens, "completionTokens": gen.CompletionTokens,
 	}
 	if gen.RetrievalError != "" {
 		d["retrievalError"] = gen.RetrievalError
 	}
 	return d
+}
+
+// docExcerpt bounds the text a turn's result keeps of each document the
+// answer was generated from (bytes): results travel in update results,
+// queries and continue-as-new, and the store keeps the whole chunk.
+const docExcerpt = 480
+
+// excerpts are docs with their texts clipped to docExcerpt.
+func excerpts(docs []activities.Doc) []activities.Doc {
+	out := slices.Clone(docs)
+	for i := range out {
+		out[i].Text = convo.Clip(out[i].Text, docExcerpt)
+	}
+	return out
 }
 
 // maxFilterDetails bounds the relevance-filter verdicts a turn's step

@@ -102,15 +102,15 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 	} else if route == RouteClarify {
 		gen = s.clarify(ctx, req, res)
 	} else if route == activities.RouteQA {
-		if gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, s.generateInput(req, cfg, lc), res); err != nil {
+		if gen, err = s.answerFromKnowledge(ctx, req, cfg, lc, res); err != nil {
 			if s.stopped(res) {
-				s.cancelTurn(ctx, req, cfg, lc, "", res)
+				s.cancelTurn(ctx, req, cfg, lc, partialAnswer(err), res)
 				return lostRunNow
 			}
 			s.fail(res, "answer from the knowledge base", err)
 			return lostRunNow
 		}
-	} else if gen, err = s.generate(ctx, req, cfg, lc, res); err != nil {
+	} else if gen, err = s.generate(ctx, s.generateInput(req, cfg, lc), cfg, res); err != nil {
 		if s.stopped(res) {
 			s.cancelTurn(ctx, req, cfg, lc, partialAnswer(err), res)
 			return lostRunNow
@@ -119,9 +119,7 @@ func (s *session) runTurn(ctx workflow.Context, req TurnRequest, res *TurnResult
 		return lostRunNow
 	}
 	res.Model, res.Engine, res.RewrittenQuery = gen.Model, gen.Engine, gen.RewrittenQuery
-	for _, d := range gen.Docs {
-		res.RetrievedDocs = append(res.RetrievedDocs, Doc{ID: d.ID, Score: d.Score, Source: d.Source})
-	}
+	res.RetrievedDocs = excerpts(gen.Docs)
 	s.calibrate(gen.Model, gen.PromptTokens, gen.CountedTokens)
 
 	saved, err := s.save(ctx, req, cfg, lc, gen, res)
@@ -193,7 +191,7 @@ func (s *session) generateInput(req TurnRequest, cfg SessionConfig, lc activitie
 // in histories of its version 0, Generate also retrieved; they replay its
 // recorded results.) A fast model (Limits.FastModel) is called in the
 // turn's workflow task; if that fails but for good, as an activity.
-func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionConfig, lc activities.LoadContextResult, res *TurnResult) (activities.GenerateResult, error) {
+func (s *session) generate(ctx workflow.Context, in activities.GenerateInput, cfg SessionConfig, res *TurnResult) (activities.GenerateResult, error) {
 	var gen activities.GenerateResult
 	err := s.step(ctx, res, "generate", func() (map[string]any, error) {
 		start := workflow.Now(ctx)
@@ -211,13 +209,13 @@ func (s *session) generate(ctx workflow.Context, req TurnRequest, cfg SessionCon
 			var err error
 			ctx = workflow.WithWaitForCancellation(ctx, true) // the call's partial answer comes with its cancellation
 			inTask, err = s.modelCall(ctx, fast, "generate with "+cfg.LLMModel,
-				cfg.MaxRetries+1+lostWorkerAttempts, sa.Generate, s.generateInput(req, cfg, lc), &gen)
+				cfg.MaxRetries+1+lostWorkerAttempts, sa.Generate, in, &gen)
 			return err
 		})
 		if err == nil {
 			s.observeModel(cfg.LLMModel, workflow.Now(ctx).Sub(start))
 		}
-		details := generateDetails(cfg.LLMModel, gen)
+		details := generateDetails(cfg.LLMModel, in, gen)
 		details["inWorkflowTask"] = inTask
 		return details, err
 	})
@@ -287,10 +285,12 @@ func (s *session) save(ctx workflow.Context, req TurnRequest, cfg SessionConfig,
 }
 
 // answerFromKnowledge is the qa route: the question made standalone from
-// the conversation, then the corrective loop (a child workflow, whose
-// history holds the documents) answering over the turn's window.
+// the conversation, the corrective loop (a child workflow) choosing the
+// documents, then the session's own generate step answering from them
+// over the turn's window. (Before the change "qa-own-generate", the child
+// answered too.)
 func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg SessionConfig,
-	lc activities.LoadContextResult, genIn activities.GenerateInput, res *TurnResult,
+	lc activities.LoadContextResult, res *TurnResult,
 ) (activities.GenerateResult, error) {
 	rq := activities.RewriteQuestionResult{Question: req.Question}
 	fast := s.fastModel(ctx, cfg.LLMModel)
@@ -315,6 +315,16 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		s.st.Topic = rq.Topic
 	}
 	res.Topic = rq.Topic
+	genIn := s.generateInput(req, cfg, lc)
+	own := workflow.GetVersion(ctx, "qa-own-generate", workflow.DefaultVersion, 1) >= 1
+	child := CorrectiveInput{
+		Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
+		MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
+		Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Choose: own, Limits: s.limits, FastModel: fast,
+	}
+	if !own {
+		child.Generate = &genIn
+	}
 	var out CorrectiveResult
 	childID := SessionWorkflowID(s.key.Tenant, s.key.SessionID) + "/rag/" + req.TurnID
 	s.leavingTask(ctx) // the child workflow runs in workflow tasks of its own
@@ -325,14 +335,23 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 			StaticSummary:            fmt.Sprintf("corrective retrieval for turn %s of session %s", req.TurnID, s.key),
 		})
 		err := s.stoppable(cctx, func(cctx workflow.Context) error {
-			return workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, CorrectiveInput{
-				Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
-				MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
-				Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Generate: &genIn, Limits: s.limits, FastModel: fast,
-			}).Get(ctx, &out)
+			return workflow.ExecuteChildWorkflow(cctx, CorrectiveRAGWorkflowName, child).Get(ctx, &out)
 		})
 		return correctiveDetails(childID, out), err
 	})
+	if own {
+		if err != nil {
+			return activities.GenerateResult{}, err
+		}
+		// Documents that passed before a failed retrieval are still used.
+		genIn.UseDocs, genIn.Docs = len(out.Chosen) > 0 || out.Retrieval.Error == "", out.Chosen
+		gen, err := s.generate(ctx, genIn, cfg, res)
+		gen.Docs, gen.RetrievalError = out.Chosen, out.Retrieval.Error
+		if rq.Rewritten {
+			gen.RewrittenQuery = rq.Question
+		}
+		return gen, err
+	}
 	for _, n := range out.Workflow.NodeExecutions { // the answer's time tells how fast the model is
 		if n.Node == "generate" && n.Status == "ok" {
 			s.observeModel(cfg.LLMModel, time.Duration(n.DurationMS)*time.Millisecond)
@@ -348,7 +367,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 	}
 	for _, d := range out.Retrieval.Documents {
 		if d.Used {
-			gen.Docs = append(gen.Docs, activities.DocRef{ID: d.ID, Score: d.Score, Source: d.Source})
+			gen.Docs = append(gen.Docs, d.Doc)
 		}
 	}
 	return gen, err

@@ -193,19 +193,19 @@ type Step struct {
 
 // TurnResult is what a turn produced.
 type TurnResult struct {
-	TurnID         string      `json:"turnId"`
-	Status         string      `json:"status"`
-	Question       string      `json:"question"`
-	Answer         string      `json:"answer,omitempty"`
-	RewrittenQuery string      `json:"rewrittenQuery,omitempty"`
-	Topic          string      `json:"topic,omitempty"`
-	Intent         *Intent     `json:"intent,omitempty"`
-	RetrievedDocs  []Doc       `json:"retrievedDocs,omitempty"`
-	Steps          []Step      `json:"steps,omitempty"`
-	SessionInfo    SessionInfo `json:"sessionInfo"`
-	Engine         string      `json:"engine,omitempty"`
-	Model          string      `json:"model,omitempty"`
-	Error          string      `json:"error,omitempty"`
+	TurnID         string           `json:"turnId"`
+	Status         string           `json:"status"`
+	Question       string           `json:"question"`
+	Answer         string           `json:"answer,omitempty"`
+	RewrittenQuery string           `json:"rewrittenQuery,omitempty"`
+	Topic          string           `json:"topic,omitempty"`
+	Intent         *Intent          `json:"intent,omitempty"`
+	RetrievedDocs  []activities.Doc `json:"retrievedDocs,omitempty"`
+	Steps          []Step           `json:"steps,omitempty"`
+	SessionInfo    SessionInfo      `json:"sessionInfo"`
+	Engine         string           `json:"engine,omitempty"`
+	Model          string           `json:"model,omitempty"`
+	Error          string           `json:"error,omitempty"`
 	// ErrorCode is the failure's code (activities' Code* constants).
 	ErrorCode string `json:"errorCode,omitempty"`
 	// Type is a task turn's outcome: pause, finish or error; Task its state
@@ -230,14 +230,6 @@ type TurnResult struct {
 // Done reports whether the turn reached a final status.
 func (r TurnResult) Done() bool {
 	return r.Status == TurnCompleted || r.Status == TurnFailed || r.Status == TurnRejected || r.Status == TurnCancelled
-}
-
-// Doc is a retrieved document as shown with an answer.
-type Doc struct {
-	ID      string  `json:"id"`
-	Score   float64 `json:"score"`
-	Content string  `json:"content,omitempty"`
-	Source  string  `json:"source,omitempty"`
 }
 
 // SessionInfo is the part of the session state returned with every turn.

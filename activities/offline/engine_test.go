@@ -136,7 +136,7 @@ func TestEngineReply(t *testing.T) {
 // corrective loop; the answer is not graded again against the question
 // (a comparison, which neither document answers alone).
 func TestEngineTrustsTheDocuments(t *testing.T) {
-	docs := msg("system", activities.DocumentsMessage([]activities.DocText{
+	docs := msg("system", activities.DocumentsMessage([]activities.Doc{
 		{ID: "mate60.md#0", Text: "# 华为Mate60\n\n## 屏幕\n\n采用6.69英寸OLED曲面屏，支持1-120Hz自适应刷新率。"},
 		{ID: "iphone15.md#0", Text: "# iPhone 15\n\n## 屏幕\n\niPhone 15采用6.1英寸显示屏，刷新率为60Hz。"},
 	}))

@@ -192,7 +192,7 @@ func (s *Set) answer(ctx context.Context, rw activities.RewriteQuestionResult) (
 	if err != nil {
 		return "", err
 	}
-	var docs []activities.DocText
+	var docs []activities.Doc
 	for _, d := range res.Docs {
 		if !d.Kept { // the filter's verdicts bind, as in the loop
 			continue
@@ -202,7 +202,7 @@ func (s *Set) answer(ctx context.Context, rw activities.RewriteQuestionResult) (
 			return "", err
 		}
 		if g.IsRelevant {
-			docs = append(docs, activities.DocText{ID: d.ID, Text: d.Text})
+			docs = append(docs, d.Doc)
 		}
 	}
 	a, err := s.rag.Answer(ctx, activities.AnswerInput{Query: rw.Question, Docs: docs, Model: offline.ModelName})

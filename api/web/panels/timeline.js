@@ -61,7 +61,7 @@ function docs(list) {
   return h('div.docs', {}, h('h4', {}, `Retrieved documents (${list.length})`),
     h('ul', {}, list.map((d) => h('li', {},
       h('details', {}, h('summary', {}, h('code', {}, d.id), ` ${shown(d.score)}`, d.source ? ` · ${d.source}` : ''),
-        h('p.doc', {}, d.content || '(no text)'))))));
+        h('p.doc', {}, d.text || '(no text)'))))));
 }
 
 // intent shows a turn's intent: "qa 0.82 → qa", "(fell back)" when the
