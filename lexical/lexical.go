@@ -106,8 +106,10 @@ func ContainsAny(s string, subs []string) bool { return containsAny(s, subs) }
 // TrimEndPunct splits the final punctuation off s.
 func TrimEndPunct(s string) (body, tail string) { return trimEndPunct(s) }
 
-// Clip shortens s to at most n runes, with an ellipsis.
-func Clip(s string, n int) string { return clip(s, n) }
+// ClipRunes shortens s to at most n runes, with an ellipsis: the clip of
+// text a reader sees, whose length is counted in characters whatever the
+// script. ([convo.Clip] bounds bytes: payloads, prompts, traces.)
+func ClipRunes(s string, n int) string { return clip(s, n) }
 
 // Tokens counts s with tok (nil: [convo.EstimateTokens]).
 func Tokens(tok convo.Tokenizer, s string) int { return tokens(tok, s) }

@@ -78,7 +78,7 @@ func AnswerIn(question string, docs []Document, zh bool) AnswerResult {
 		return AnswerResult{Text: label + greetingReply(kind, zh), Kind: AnswerGreeting}
 	}
 	if len(docs) == 0 {
-		subject, _ := lexical.TrimEndPunct(lexical.Clip(q, 80))
+		subject, _ := lexical.TrimEndPunct(lexical.ClipRunes(q, 80))
 		text := fmt.Sprintf("%sNo language model and no knowledge base are available offline, so I cannot answer “%s”.", label, subject)
 		if zh {
 			text = fmt.Sprintf("%s离线模式下没有可用的语言模型，也没有可检索的知识库，无法回答「%s」。", label, subject)
@@ -108,7 +108,7 @@ func extractive(label string, zh bool, q question, docs []Document, quotes []pas
 	several := quotesSeveral(quotes)
 	for _, p := range quotes {
 		id := docs[p.doc].ID
-		fmt.Fprintf(&b, "\n- %s [%s]", lexical.Clip(p.quoted(several, zh), 400), id)
+		fmt.Fprintf(&b, "\n- %s [%s]", lexical.ClipRunes(p.quoted(several, zh), 400), id)
 		if !seen[id] {
 			seen[id] = true
 			res.Sources = append(res.Sources, id)
@@ -138,7 +138,7 @@ func quotesSeveral(quotes []passage) bool {
 // nothingFound is the honest answer, in Chinese when zh is set, when the
 // knowledge base holds nothing on question q.
 func nothingFound(q string, zh bool) AnswerResult {
-	subject, _ := lexical.TrimEndPunct(lexical.Clip(q, 80))
+	subject, _ := lexical.TrimEndPunct(lexical.ClipRunes(q, 80))
 	if zh {
 		return AnswerResult{Text: fmt.Sprintf("%s知识库中没有关于「%s」的内容。", lexical.LabelZH, subject), Kind: AnswerNotFound}
 	}
