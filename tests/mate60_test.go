@@ -63,7 +63,7 @@ func TestMate60Conversation(t *testing.T) {
 			t.Fatalf("%s %q: %v %+v\n%s", turnID, question, err, res, s.workerLogs())
 		}
 		a := mate60Answer{turn: res}
-		child := workflows.SessionWorkflowID(workflows.DefaultTenant, "mate60") + "/rag/" + turnID
+		child := workflows.QAWorkflowID(workflows.DefaultTenant, "mate60", turnID)
 		if err := s.client.GetWorkflow(ctx, child, "").Get(ctx, &a.rag); err != nil {
 			t.Fatalf("%s: the corrective child %s: %v", turnID, child, err)
 		}
@@ -177,7 +177,7 @@ func TestMate60Conversation(t *testing.T) {
 		t.Error("the relevance filter dropped no document in the conversation: its verdicts were not put to the test")
 	}
 	if os.Getenv("CTXFLOW_RECORD_HISTORY") == "1" { // a corrective run since "filter-binds", for the replay test
-		writeHistory(t, ctx, s, workflows.SessionWorkflowID(workflows.DefaultTenant, "mate60")+"/rag/t2", "", "testdata/qa_corrective_filter_binds.json")
+		writeHistory(t, ctx, s, workflows.QAWorkflowID(workflows.DefaultTenant, "mate60", "t2"), "", "testdata/qa_corrective_filter_binds.json")
 	}
 }
 

@@ -150,7 +150,7 @@ func TestRecordQAHistory(t *testing.T) {
 	time.Sleep(5 * time.Second) // past the idle TTL
 	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "qa")
 	writeHistory(t, ctx, s, wid, "", "testdata/qa_session_own_generate.json")
-	writeHistory(t, ctx, s, wid+"/rag/q1", "", "testdata/qa_corrective_choose.json")
+	writeHistory(t, ctx, s, workflows.QAWorkflowID(workflows.DefaultTenant, "qa", "q1"), "", "testdata/qa_corrective_choose.json")
 }
 
 // TestRecordTaskHistory records a session whose agent task pauses after 2

@@ -69,6 +69,17 @@ func SessionWorkflowID(tenant, sessionID string) string {
 	return "session/" + tenant + "/" + sessionID
 }
 
+// TaskWorkflowID is the workflow id of a session's task.
+func TaskWorkflowID(tenant, sessionID, taskID string) string {
+	return SessionWorkflowID(tenant, sessionID) + "/task/" + taskID
+}
+
+// QAWorkflowID is the workflow id of a qa turn's corrective loop, a
+// child of the session (standalone ones: [CorrectiveWorkflowID]).
+func QAWorkflowID(tenant, sessionID, turnID string) string {
+	return SessionWorkflowID(tenant, sessionID) + "/rag/" + turnID
+}
+
 // ParseSessionWorkflowID is the inverse of [SessionWorkflowID].
 func ParseSessionWorkflowID(workflowID string) (tenant, sessionID string, ok bool) {
 	rest, found := strings.CutPrefix(workflowID, "session/")

@@ -36,11 +36,6 @@ const (
 	TypeError  = "error"
 )
 
-// TaskWorkflowID is the workflow id of a session's task.
-func TaskWorkflowID(tenant, sessionID, taskID string) string {
-	return SessionWorkflowID(tenant, sessionID) + "/task/" + taskID
-}
-
 // TaskInput starts an agent task.
 type TaskInput struct {
 	Tenant    string `json:"tenant"`

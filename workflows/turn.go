@@ -326,7 +326,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		child.Generate = &genIn
 	}
 	var out CorrectiveResult
-	childID := SessionWorkflowID(s.key.Tenant, s.key.SessionID) + "/rag/" + req.TurnID
+	childID := QAWorkflowID(s.key.Tenant, s.key.SessionID, req.TurnID)
 	s.leavingTask(ctx) // the child workflow runs in workflow tasks of its own
 	err := s.step(ctx, res, "corrective_rag", func() (map[string]any, error) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
