@@ -39,13 +39,16 @@ func (s *Server) postTask(c *gin.Context) {
 	s.submitTurn(c, ref, workflows.TurnRequest{TurnID: body.TaskID, Question: body.Goal, Kind: workflows.KindTask, MaxSteps: body.Config.MaxSteps})
 }
 
-// taskOf reads a task id and its workflow.
-func taskOf(c *gin.Context, ref sessionRef) (string, string, error) {
-	id := c.Param("taskId")
-	if err := workflows.ValidateID("taskId", id); err != nil {
-		return "", "", errInvalid("%s", err)
+// taskOf reads a task's session, its id and its workflow.
+func taskOf(c *gin.Context) (ref sessionRef, id, wid string, err error) {
+	if ref, err = sessionOf(c); err != nil {
+		return ref, "", "", err
 	}
-	return id, workflows.TaskWorkflowID(ref.tenant, ref.id, id), nil
+	id = c.Param("taskId")
+	if err := workflows.ValidateID("taskId", id); err != nil {
+		return ref, "", "", errInvalid("%s", err)
+	}
+	return ref, id, workflows.TaskWorkflowID(ref.tenant, ref.id, id), nil
 }
 
 // getTask answers GET /v1/sessions/{id}/tasks/{taskId}: the task's state
@@ -53,12 +56,7 @@ func taskOf(c *gin.Context, ref sessionRef) (string, string, error) {
 // lists of seed 001: the full step log (messages, the display list) and
 // the running summary of the model view (summaryText).
 func (s *Server) getTask(c *gin.Context) {
-	ref, err := sessionOf(c)
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	id, wid, err := taskOf(c, ref)
+	ref, id, wid, err := taskOf(c)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -125,12 +123,7 @@ const cancelWait = 10 * time.Second
 // deleteTask cancels a task: 204 once it ended, 202 while it is still
 // finishing its step, 409 for a task that had already ended.
 func (s *Server) deleteTask(c *gin.Context) {
-	ref, err := sessionOf(c)
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	id, wid, err := taskOf(c, ref)
+	ref, id, wid, err := taskOf(c)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -172,12 +165,7 @@ const approvalWait = 2 * time.Minute
 // answers at the task's next stop (its answer, a pause, another approval);
 // 202 when that takes longer than approvalWait.
 func (s *Server) postApproval(c *gin.Context) {
-	ref, err := sessionOf(c)
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	id, wid, err := taskOf(c, ref)
+	ref, id, wid, err := taskOf(c)
 	if err != nil {
 		writeError(c, err)
 		return
