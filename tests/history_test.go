@@ -156,7 +156,7 @@ func TestTaskHistoryBytes(t *testing.T) {
 	defer ports.Close()
 	for _, steps := range []int{50, 200} {
 		ports.Agent.Planner = longPlanner{steps: steps}
-		w := worker.New(s.client, ports, 0)
+		w := worker.New(s.client, ports, 0, worker.Version{})
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -476,12 +476,13 @@ func Register(w sdkworker.Registry, p *Ports) {
 // 200 clients p99 3.1–3.9 → 1.4 s.
 const workflowTaskPollers = 8
 
-// New returns a worker on the ctxflow task queue with everything
-// registered, running at most maxActivities activities at once (0: the
-// SDK's default), so that a burst of uploads or turns cannot take the
-// process's memory without bound.
-func New(c client.Client, p *Ports, maxActivities int) sdkworker.Worker {
+// New returns a worker of version v on the ctxflow task queue with
+// everything registered, running at most maxActivities activities at once
+// (0: the SDK's default), so that a burst of uploads or turns cannot take
+// the process's memory without bound.
+func New(c client.Client, p *Ports, maxActivities int, v Version) sdkworker.Worker {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+		DeploymentOptions:                       v.options(),
 		MaxConcurrentActivityExecutionSize:      maxActivities,
 		MaxConcurrentWorkflowTaskPollers:        workflowTaskPollers,
 		MaxConcurrentLocalActivityExecutionSize: maxActivities,

@@ -70,6 +70,11 @@ commands:
            gold answers; a table on stdout, one JSON object per set in OUT
            (- for stdout), the first N cases of each set; --detail adds
            recall@5 per search mode and the corrective loop's judges
+  deploy promote [--build ID] | deploy status
+           Worker Versioning ($CTXFLOW_DEPLOYMENT): promote makes a version
+           (default $CTXFLOW_BUILD_ID) current once one of its workers polls,
+           so that new workflows start on it and running ones move to it;
+           status prints the deployment's versions and their drainage
   migrate  apply the PostgreSQL transcript store's schema migrations to
            $DATABASE_URL and exit (workers also apply them at start-up)
   register add the session search attributes to $TEMPORAL_NAMESPACE at
@@ -103,7 +108,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "chat" && args[0] != "bench" && len(args) != 1) {
+	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "deploy" && args[0] != "chat" && args[0] != "bench" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -158,6 +163,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var c client.Client
 		if c, err = dialExternal(ctx, cfg, log); err == nil {
 			err = runIngest(ctx, c, args[1:], stdout, stderr)
+			c.Close()
+		}
+	case "deploy":
+		var c client.Client
+		if c, err = dialExternal(ctx, cfg, log); err == nil {
+			err = runDeploy(ctx, c, cfg, args[1:], stdout)
 			c.Close()
 		}
 	case "chat":
@@ -348,12 +359,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 		}
 	}()
 	worker.SetBinaryChecksum()
-	w := worker.New(c, ports, cfg.WorkerActivities)
+	w := worker.New(c, ports, cfg.WorkerActivities, worker.VersionOf(cfg))
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
-	log.Info("worker started", "taskQueue", workflows.TaskQueue, "engine", ports.Session.Engine, "model", cfg.Session.LLMModel)
+	log.Info("worker started", "taskQueue", workflows.TaskQueue, "version", worker.VersionOf(cfg).String(), "engine", ports.Session.Engine, "model", cfg.Session.LLMModel)
 	if !withAPI {
 		<-ctx.Done()
 		log.Info("shutting down worker")

@@ -93,6 +93,10 @@ type Config struct {
 	DatabaseURL     string
 	// WorkerActivities bounds the activities a worker runs at once.
 	WorkerActivities int
+	// Deployment is the Worker Deployment the workers are versions of
+	// ("": unversioned), and BuildID this worker's version ("": the
+	// binary's build id).
+	Deployment, BuildID string
 	// SQLDatabase is the agent's read-only database: "demo" (the demo
 	// shop, generated under DataDir), a SQLite file, or a postgres:// URL.
 	SQLDatabase string
@@ -192,6 +196,8 @@ var settings = []setting{
 	read.str("MILVUS_TOKEN", "unset", "Milvus API key or `user:password`", func(c *Config, v string) { c.MilvusToken = v }),
 	read.str("CTXFLOW_TOKENIZER", "cl100k_base", "tiktoken encoding for token budgets (`cl100k_base` or `o200k_base`)", func(c *Config, v string) { c.Tokenizer = v }).oneOf("cl100k_base", "o200k_base"),
 	read.int("CTXFLOW_WORKER_ACTIVITIES", "64", "activities (and local activities) a worker runs at once; more wait their turn", within(1, 10_000), func(c *Config, n int) { c.WorkerActivities = n }),
+	read.str("CTXFLOW_DEPLOYMENT", "unset", "Worker Deployment the workers are versions of: set, a worker takes only the tasks of its version once `ctxflow deploy promote` made it current (see [deploying a new version](operations.md#deploying-a-new-version)); unset, workers are unversioned and take every task", func(c *Config, v string) { c.Deployment = v }),
+	read.str("CTXFLOW_BUILD_ID", "unset", "this worker's version in `CTXFLOW_DEPLOYMENT`, and the build `ctxflow deploy promote` promotes; unset: the binary's Go build ID (`ctxflow@…`)", func(c *Config, v string) { c.BuildID = v }),
 	read.bool("CTXFLOW_TRANSCRIPT_FSYNC", "true", "fsync every transcript append (false survives process crashes, not machine crashes)", func(c *Config, b bool) { c.TranscriptSync = b }),
 	read.str("CTXFLOW_TRANSCRIPT_STORE", "file", "`file` (JSONL under `CTXFLOW_DATA_DIR/transcripts`: one worker process, or `ctxflow dev`) or `postgres` (at `DATABASE_URL`, shared by any number of workers)", func(c *Config, v string) { c.TranscriptStore = v }).oneOf("file", "postgres"),
 	read.str("DATABASE_URL", "unset", "PostgreSQL of the transcripts when `CTXFLOW_TRANSCRIPT_STORE=postgres` (`postgres://user:password@host:5432/db`; `pool_max_conns=N` sizes a worker's pool); workers migrate its schema at start-up, `ctxflow migrate` does it alone", func(c *Config, v string) { c.DatabaseURL = v }),

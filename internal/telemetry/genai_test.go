@@ -153,7 +153,7 @@ func TestGenAITraceTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ports.Close()
-	w := worker.New(c, ports, 0)
+	w := worker.New(c, ports, 0, worker.Version{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
