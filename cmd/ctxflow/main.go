@@ -5,6 +5,7 @@
 //	ctxflow api     the HTTP API against an external Temporal cluster
 //	ctxflow ingest  ingest documents into the knowledge base
 //	ctxflow eval    measure the rewriter, retrieval and answers on evaluation sets
+//	ctxflow temporal a Temporal server on PostgreSQL, with its Web UI (make cluster)
 //	ctxflow migrate apply the transcript store's schema migrations to $DATABASE_URL
 //	ctxflow register add the session search attributes to the cluster's namespace
 //	ctxflow chat    a terminal chat with a running API
@@ -77,9 +78,15 @@ commands:
            status prints the deployment's versions and their drainage
   migrate  apply the PostgreSQL transcript store's schema migrations to
            $DATABASE_URL and exit (workers also apply them at start-up)
-  register add the session search attributes to $TEMPORAL_NAMESPACE at
-           $TEMPORAL_ADDRESS and exit (workers also do it at start-up, when
-           their credentials may)
+  register create $TEMPORAL_NAMESPACE at $TEMPORAL_ADDRESS if it is missing
+           (retention 7 days), add the session search attributes to it and
+           exit (workers also add them at start-up, when their credentials
+           may)
+  temporal --db URL --visibility-db URL
+           run a Temporal server on PostgreSQL (the two databases, their
+           schema set up by temporal-sql-tool) on 127.0.0.1, its frontend on
+           $CTXFLOW_TEMPORAL_PORT and its Web UI on $CTXFLOW_UI_PORT, until
+           stopped; scripts/cluster.sh (make cluster) runs it
   chat [--api URL] [--key KEY] [--session ID] [--max-steps N]
            a terminal chat with the API at $CTXFLOW_API_URL (default
            http://localhost:8080; key $CTXFLOW_API_KEY) in a session (default
@@ -108,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "deploy" && args[0] != "chat" && args[0] != "bench" && len(args) != 1) {
+	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "deploy" && args[0] != "chat" && args[0] != "bench" && args[0] != "temporal" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -141,6 +148,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runWorker(ctx, cfg, log, tel)
 	case "api":
 		err = runAPI(ctx, cfg, log, tel)
+	case "temporal":
+		err = runTemporal(ctx, args[1:], cfg, log, stdout)
 	case "migrate":
 		var applied []string
 		if applied, err = worker.Migrate(ctx, cfg); err == nil && len(applied) == 0 {
@@ -152,7 +161,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "register":
 		var c client.Client
 		if c, err = dialExternal(ctx, cfg, log); err == nil {
-			if err = worker.RegisterSearchAttributes(ctx, c, cfg.TemporalNamespace); err == nil {
+			// A new cluster's namespace is created here too (ctxflow temporal,
+			// or the temporalio/server image, make none).
+			if err = worker.PrepareNamespace(ctx, c, cfg.TemporalNamespace, devserver.DefaultRetention, 30*time.Second); err == nil {
 				fmt.Fprintln(stdout, "search attributes registered in namespace", cfg.TemporalNamespace)
 			}
 			c.Close()

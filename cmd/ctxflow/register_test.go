@@ -17,7 +17,8 @@ import (
 
 // TestRegister: `ctxflow register` (the Kubernetes Job of deploy/k8s) adds
 // the session search attributes to a namespace that has none of them, with
-// their types; run again, it finds them and succeeds.
+// their types; run again, it finds them and succeeds. A namespace that does
+// not exist it creates.
 func TestRegister(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -33,8 +34,8 @@ func TestRegister(t *testing.T) {
 		t.Fatalf("dial temporal: %v", err)
 	}
 	defer c.Close()
-	custom := func() map[string]string {
-		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: srv.Namespace()})
+	custom := func(namespace string) map[string]string {
+		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 		if err != nil {
 			t.Fatalf("list search attributes: %v", err)
 		}
@@ -46,7 +47,7 @@ func TestRegister(t *testing.T) {
 	}
 	want := workflows.SearchAttributes()
 	for name := range want {
-		if _, ok := custom()[name]; ok {
+		if _, ok := custom(srv.Namespace())[name]; ok {
 			t.Fatalf("%s exists before ctxflow register", name)
 		}
 	}
@@ -56,10 +57,20 @@ func TestRegister(t *testing.T) {
 			t.Fatalf("ctxflow register #%d = %d, %q (stderr %q)", i+1, code, out.String(), errb.String())
 		}
 	}
-	got := custom()
+	got := custom(srv.Namespace())
 	for name, typ := range want {
 		if got[name] != typ.String() {
 			t.Errorf("search attribute %s = %q, want %s", name, got[name], typ)
 		}
+	}
+
+	// A namespace that does not exist (a new cluster's) is created first.
+	t.Setenv("TEMPORAL_NAMESPACE", "fresh")
+	var out, errb bytes.Buffer
+	if code := run([]string{"register"}, &out, &errb); code != 0 {
+		t.Fatalf("ctxflow register in a new namespace = %d, %q (stderr %q)", code, out.String(), errb.String())
+	}
+	if got := custom("fresh"); len(got) < len(want) {
+		t.Errorf("search attributes of the new namespace: %v", got)
 	}
 }

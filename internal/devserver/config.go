@@ -154,11 +154,14 @@ func buildConfig(p ports, db *dbConfig) *config.Config {
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = internalIP
 
-	const store = "sqlite-default"
-	conf.Persistence.DefaultStore = store
-	conf.Persistence.VisibilityStore = store
+	conf.Persistence.DefaultStore = "default"
+	conf.Persistence.VisibilityStore = "default"
 	conf.Persistence.NumHistoryShards = db.shards
-	conf.Persistence.DataStores = map[string]config.DataStore{store: {SQL: db.sql}}
+	conf.Persistence.DataStores = map[string]config.DataStore{"default": {SQL: db.sql}}
+	if db.visibility != nil {
+		conf.Persistence.VisibilityStore = "visibility"
+		conf.Persistence.DataStores["visibility"] = config.DataStore{SQL: db.visibility}
+	}
 
 	conf.ClusterMetadata = &cluster.Config{
 		EnableGlobalNamespace:    false,

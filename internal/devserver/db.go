@@ -29,10 +29,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// dbConfig is the SQLite persistence configuration shared by the schema
-// set-up, the namespace set-up and the server.
+// dbConfig is the persistence configuration shared by the schema set-up,
+// the namespace set-up and the server: SQLite, or a cluster's SQLStore.
 type dbConfig struct {
 	sql *config.SQL
+	// visibility is the visibility store's database (nil: sql's).
+	visibility *config.SQL
 	// shards is the number of history shards: HistoryShards for a new
 	// database, what an existing one was created with otherwise (the
 	// server refuses to change it).

@@ -36,12 +36,20 @@ const (
 	DatabaseFileName = "temporal.db"
 )
 
+// systemNamespace is the server's own, there from its first start.
+const systemNamespace = "temporal-system"
+
 // Options configures an embedded Temporal server. The zero value is usable:
 // an in-memory server on 127.0.0.1 with a free port, namespace "default", no UI.
 type Options struct {
 	// DataDir holds the SQLite database (DataDir/temporal.db); it is created if
 	// missing. Empty means an in-memory database that is lost on Stop.
 	DataDir string
+	// Store, when set, replaces SQLite with a cluster's databases (see
+	// SQLStore; DataDir is then unused). Namespace, Retention and
+	// SearchAttributes are not applied: they are registered through the
+	// API, and Start waits for the services only.
+	Store *SQLStore
 	// FrontendIP is the address the frontend gRPC service listens on
 	// (default 127.0.0.1). The other services always listen on 127.0.0.1.
 	FrontendIP string
@@ -145,7 +153,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
 
-	if err := waitReady(ctx, s.frontendAddr, opts.Namespace, opts.SearchAttributes, opts.Logger); err != nil {
+	probeNS, attrs := opts.Namespace, opts.SearchAttributes
+	if opts.Store != nil { // the namespace may not be registered yet
+		probeNS, attrs = systemNamespace, nil
+	}
+	if err := waitReady(ctx, s.frontendAddr, probeNS, attrs, opts.Logger); err != nil {
 		return nil, err
 	}
 
@@ -165,6 +177,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 // prepareDatabase locks DataDir (if any), creates the schema when the
 // database is new and creates or updates the namespace.
 func (s *Server) prepareDatabase(ctx context.Context, opts Options) (*dbConfig, error) {
+	if opts.Store != nil {
+		return openStore(ctx, opts.Store, opts.HistoryShards)
+	}
 	if opts.DataDir == "" {
 		db := newMemoryDB()
 		db.shards = cmp.Or(opts.HistoryShards, HistoryShards)
