@@ -21,7 +21,7 @@ FUZZ_MINIMIZE  ?= 100x
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /internal/eval -e /convo)
 
-.PHONY: record-histories all build run test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench reliability eval clean
+.PHONY: record-histories all build run cluster cluster-stop test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench reliability eval clean
 
 all: lint test
 
@@ -31,6 +31,19 @@ build:
 ## run: the whole service on embedded defaults (Temporal + UI + worker + API).
 run: build
 	./$(BIN) dev
+
+## cluster: the production topology on this machine, without Docker
+## (scripts/cluster.sh): PostgreSQL, Temporal on it (its schema set up by
+## temporal-sql-tool) with its Web UI, the namespace and search attributes
+## (ctxflow register), two `ctxflow worker` and `ctxflow api`, each a
+## process; logs in $(CLUSTER_DIR). Started again, it starts what is not
+## running. cluster-stop stops it.
+CLUSTER_DIR ?= data/cluster
+cluster: build
+	CTXFLOW_BIN=$(abspath $(BIN)) ./scripts/cluster.sh start $(CLUSTER_DIR)
+
+cluster-stop:
+	./scripts/cluster.sh stop $(CLUSTER_DIR)
 
 ## test: unit + property + workflow tests (with -race), a short fuzz run, and
 ## the end-to-end tests against a real embedded Temporal server and a real
@@ -96,6 +109,7 @@ ifeq ($(BENCH_SHORT),1)
 BENCH_TURNS ?= 20x
 BENCH_SLOW ?= 3x
 BENCH_THROUGHPUT ?= 60x
+BENCH_CLUSTER ?= 30x
 BENCH_REF ?= 10x
 BENCH_HISTORY ?= 100
 BENCH_AGENT ?= 2x
@@ -110,6 +124,7 @@ else
 BENCH_TURNS ?= 300x
 BENCH_SLOW ?= 10x
 BENCH_THROUGHPUT ?= 1000x
+BENCH_CLUSTER ?= 500x
 BENCH_REF ?= 30x
 BENCH_HISTORY ?= 10000
 BENCH_AGENT ?= 10x
@@ -129,6 +144,7 @@ bench:
 	{ $(BENCH_GO) -bench='^Benchmark(Turn|TurnPipeline|QATurn)$$' -benchtime=$(BENCH_TURNS) ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkTurnSlowModel$$' -benchtime=$(BENCH_SLOW) ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkThroughput$$' -benchtime=$(BENCH_THROUGHPUT) ./tests/ && \
+	  $(BENCH_GO) -bench='^BenchmarkCluster$$' -benchtime=$(BENCH_CLUSTER) ./tests/ && \
 	  CTXFLOW_BENCH_HISTORY_TURNS=$(BENCH_HISTORY) $(BENCH_GO) -bench='^BenchmarkHistory$$' -benchtime=1x ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkAgentStep$$' -benchtime=$(BENCH_AGENT) ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkWorkerKill$$' -benchtime=$(BENCH_KILL) ./tests/ && \

@@ -4,7 +4,8 @@
 # trusting local connections, without fsync (PG_DURABLE=1: with it).
 #
 #   scripts/postgres.sh start DIR   initialise DIR (once), start, print the URL
-#                                   (a restart keeps the port of the first start)
+#                                   (a restart keeps the port of the first start;
+#                                   a server that runs is left running)
 #   scripts/postgres.sh stop DIR    stop the server of DIR
 set -euo pipefail
 cmd=${1:?usage: postgres.sh start|stop DIR}
@@ -40,6 +41,10 @@ start)
   # port in it may be an outgoing connection's source port by the time the
   # server binds it (after a load test, thousands are). A failed start is
   # tried again on another port; a restart keeps the port of the first.
+  if [ -f "$dir/port" ] && "${run[@]}" "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    echo "postgres://ctxflow@127.0.0.1:$(cat "$dir/port")/postgres?sslmode=disable" # running: as it is
+    exit 0
+  fi
   low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
   [ "$low" -gt 11000 ] || low=32768
   for attempt in 1 2 3 4 5; do

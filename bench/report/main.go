@@ -152,6 +152,14 @@ func table(m metrics, peer map[string]any) []row {
 		}
 		add("throughput, "+n+" sessions (HTTP API, ?wait=true)", get("BenchmarkThroughput/sessions="+n, "turns/s"), "turns/s", target, peerTP)
 	}
+	// The same load, in the same run, on make cluster and on the embedded stack.
+	for _, topo := range []struct{ name, what string }{
+		{"cluster", "make cluster (Temporal on PostgreSQL, 2 workers, API: processes)"},
+		{"embedded", "embedded server (SQLite, 1 worker process), same run"},
+	} {
+		add("throughput, 10 sessions, "+topo.what, get("BenchmarkCluster/"+topo.name, "turns/s"), "turns/s", "", nil)
+		add("chat turn p50 under that load, "+topo.what, get("BenchmarkCluster/"+topo.name, "p50-ms"), "ms", "", nil)
+	}
 	add("CPU a turn, worker process (10 sessions)", get("BenchmarkThroughput/sessions=10", "worker-cpu-ms/turn"), "ms", "", nil)
 	add("CPU a turn, server + API + clients (10 sessions)", get("BenchmarkThroughput/sessions=10", "server-api-cpu-ms/turn"), "ms", "", nil)
 	add("worker peak RSS after 100 sessions", get("BenchmarkThroughput/sessions=100", "worker-rss-MB"), "MB", "", nil)
