@@ -1,7 +1,7 @@
 package lexical
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"strings"
 	"testing"
 
@@ -11,11 +11,11 @@ import (
 // Ten-message conversations in each language (the offline engine's
 // benchmarks use them too).
 var (
-	history10ZH = proptest.Turns("介绍下华为Mate60", "华为Mate60是一款旗舰手机，搭载麒麟9000s芯片，支持卫星通话。",
+	history10ZH = talk.Turns("介绍下华为Mate60", "华为Mate60是一款旗舰手机，搭载麒麟9000s芯片，支持卫星通话。",
 		"它的下一代是什么？", "华为Mate60的下一代可能是Mate70系列，预计明年发布。", "价格大概多少",
 		"华为Mate60售价5999元起，12GB+256GB版本售价6999元。", "有白色的吗", "有雅川青、白沙银、南糯紫和雅丹黑四种颜色。",
 		"那我想买白色的", "好的，白沙银款有货。")
-	history10EN = proptest.Turns("Tell me about the Pixel 8", "The Pixel 8 is Google's 2023 phone with a Tensor G3 chip.",
+	history10EN = talk.Turns("Tell me about the Pixel 8", "The Pixel 8 is Google's 2023 phone with a Tensor G3 chip.",
 		"Who makes it?", "Google designs it; Foxconn assembles it.", "When was it released?", "It was released in October 2023.",
 		"What about the Pixel 8 Pro?", "The Pixel 8 Pro has a bigger screen and a telephoto camera.", "Which one is cheaper?",
 		"The Pixel 8 costs $699 and the Pixel 8 Pro $999.")

@@ -1,7 +1,7 @@
 package lexical
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"math"
 	"slices"
 	"testing"
@@ -74,7 +74,7 @@ func TestEmbedSimilarity(t *testing.T) {
 func TestEmbedProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		dim := rapid.IntRange(1, 512).Draw(t, "dim")
-		texts := rapid.SliceOfN(rapid.OneOf(proptest.Text(10), rapid.String()), 0, 5).Draw(t, "texts")
+		texts := rapid.SliceOfN(rapid.OneOf(talk.Text(10), rapid.String()), 0, 5).Draw(t, "texts")
 		e := Embedder{Dim: dim}
 		vs := e.Embed(texts)
 		if len(vs) != len(texts) {

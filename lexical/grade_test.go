@@ -1,7 +1,7 @@
 package lexical
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -63,8 +63,8 @@ func TestGradeReason(t *testing.T) {
 
 func TestGradeProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		q := proptest.Text(6).Draw(t, "query")
-		d := proptest.Text(12).Draw(t, "doc")
+		q := talk.Text(6).Draw(t, "query")
+		d := talk.Text(12).Draw(t, "doc")
 		g := Grade(q, d)
 		if g.Score < 0 || g.Score > 1 {
 			t.Fatalf("score %v out of [0, 1]", g.Score)

@@ -1,7 +1,7 @@
 package offline
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"slices"
 	"strings"
 	"testing"
@@ -182,9 +182,9 @@ func TestAnswerInLanguage(t *testing.T) {
 
 func TestAnswerProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		q := proptest.Text(6).Draw(t, "question")
+		q := talk.Text(6).Draw(t, "question")
 		docs := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Document {
-			return Document{ID: rapid.StringMatching(`[a-z0-9/]{1,8}`).Draw(t, "id"), Text: proptest.Text(12).Draw(t, "text")}
+			return Document{ID: rapid.StringMatching(`[a-z0-9/]{1,8}`).Draw(t, "id"), Text: talk.Text(12).Draw(t, "text")}
 		}), 0, 4).Draw(t, "docs")
 		got := Answer(q, docs)
 		if !strings.HasPrefix(got.Text, lexical.LabelEN) && !strings.HasPrefix(got.Text, lexical.LabelZH) {

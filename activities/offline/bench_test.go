@@ -1,16 +1,16 @@
 package offline
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"testing"
 
 	"github.com/ctxflow/ctxflow/convo"
 )
 
 func BenchmarkSummarize(b *testing.B) {
-	msgs := append(append([]convo.Message{}, proptest.Turns(
+	msgs := append(append([]convo.Message{}, talk.Turns(
 		"介绍下华为Mate60", "华为Mate60是一款旗舰手机，搭载麒麟9000s芯片，支持卫星通话。",
-		"价格大概多少", "华为Mate60售价5999元起，12GB+256GB版本售价6999元。", "那我想买白色的", "好的，白沙银款有货。")...), proptest.Turns(
+		"价格大概多少", "华为Mate60售价5999元起，12GB+256GB版本售价6999元。", "那我想买白色的", "好的，白沙银款有货。")...), talk.Turns(
 		"Tell me about the Pixel 8", "The Pixel 8 is Google's 2023 phone with a Tensor G3 chip.",
 		"Which one is cheaper?", "The Pixel 8 costs $699 and the Pixel 8 Pro $999.")...)
 	for b.Loop() {

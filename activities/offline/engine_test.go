@@ -3,7 +3,7 @@ package offline
 import (
 	"context"
 	"errors"
-	"github.com/ctxflow/ctxflow/internal/proptest"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"reflect"
 	"strings"
 	"testing"
@@ -84,7 +84,7 @@ func TestEngineSummaryPromptMultiline(t *testing.T) {
 }
 
 func TestEngineSummaryOfSmallTalk(t *testing.T) {
-	resp := chat(t, &Engine{}, convo.SummaryPrompt("", proptest.Turns("hi", "hello!"), convo.DefaultSummaryConfig())...)
+	resp := chat(t, &Engine{}, convo.SummaryPrompt("", talk.Turns("hi", "hello!"), convo.DefaultSummaryConfig())...)
 	if resp.Content != noSummaryEN {
 		t.Errorf("got %q, want %q (never empty)", resp.Content, noSummaryEN)
 	}
@@ -214,7 +214,7 @@ func TestParseDocuments(t *testing.T) {
 func TestEngineArbitraryInput(t *testing.T) {
 	e := &Engine{}
 	rapid.Check(t, func(t *rapid.T) {
-		text := rapid.OneOf(rapid.String(), rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) }), proptest.Text(10))
+		text := rapid.OneOf(rapid.String(), rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) }), talk.Text(10))
 		roles := rapid.SampledFrom([]string{"system", "user", "assistant", "tool"})
 		n := rapid.IntRange(1, 6).Draw(t, "n")
 		msgs := make([]convo.ModelMessage, n)
@@ -223,7 +223,7 @@ func TestEngineArbitraryInput(t *testing.T) {
 		}
 		msgs[n-1].Role = "user"
 		if rapid.Bool().Draw(t, "summary") {
-			msgs = convo.SummaryPrompt(text.Draw(t, "prev"), proptest.Turns(text.Draw(t, "a"), text.Draw(t, "b")), convo.SummaryConfig{MaxTokens: rapid.IntRange(1, 100).Draw(t, "budget")})
+			msgs = convo.SummaryPrompt(text.Draw(t, "prev"), talk.Turns(text.Draw(t, "a"), text.Draw(t, "b")), convo.SummaryConfig{MaxTokens: rapid.IntRange(1, 100).Draw(t, "budget")})
 		}
 		resp, err := e.Chat(context.Background(), activities.ChatRequest{Messages: msgs}, nil)
 		if err != nil {

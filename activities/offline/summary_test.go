@@ -2,7 +2,7 @@ package offline
 
 import (
 	"encoding/json"
-	"github.com/ctxflow/ctxflow/internal/proptest"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"strings"
 	"testing"
 
@@ -72,7 +72,7 @@ func TestSummarizeBudget(t *testing.T) {
 }
 
 func TestSummarizeChinese(t *testing.T) {
-	msgs := proptest.Turns("你好", "你好，有什么可以帮你？", "我想买华为Mate60，预算6000元，喜欢白色。", "华为Mate60售价5999元起，有白色款。", "好的，就要白色的，订单号是A123。", "好的，已为你下单。")
+	msgs := talk.Turns("你好", "你好，有什么可以帮你？", "我想买华为Mate60，预算6000元，喜欢白色。", "华为Mate60售价5999元起，有白色款。", "好的，就要白色的，订单号是A123。", "好的，已为你下单。")
 	got := Summarize("", msgs, 100, nil)
 	t.Logf("\n%s", got)
 	for _, want := range []string{"用户：", "华为Mate60", "6000元", "A123"} {
@@ -86,18 +86,18 @@ func TestSummarizeChinese(t *testing.T) {
 }
 
 func TestSummarizeNothing(t *testing.T) {
-	if got := Summarize("", proptest.Turns("hi", "hello!", "thanks"), 100, nil); got != "" {
+	if got := Summarize("", talk.Turns("hi", "hello!", "thanks"), 100, nil); got != "" {
 		t.Errorf("small talk only: %q", got)
 	}
-	if got := Summarize("User: wants a refund.", proptest.Turns("ok thanks"), 100, nil); got != "User: wants a refund." {
+	if got := Summarize("User: wants a refund.", talk.Turns("ok thanks"), 100, nil); got != "User: wants a refund." {
 		t.Errorf("previous summary not kept: %q", got)
 	}
 }
 
 func TestSummarizeProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		prev := proptest.Text(10).Draw(t, "prev")
-		msgs := proptest.History().Draw(t, "msgs")
+		prev := talk.Text(10).Draw(t, "prev")
+		msgs := talk.History().Draw(t, "msgs")
 		budget := rapid.IntRange(1, 200).Draw(t, "budget")
 		tok := rapid.SampledFrom([]convo.Tokenizer{nil, wordTok{}}).Draw(t, "tokenizer")
 		got := Summarize(prev, msgs, budget, tok)
