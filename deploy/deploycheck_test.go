@@ -105,3 +105,35 @@ func deploycheck(t *testing.T, dir string) (string, error) {
 	out, err := exec.CommandContext(t.Context(), "bash", "../scripts/deploycheck.sh", dir).CombinedOutput()
 	return string(out), err
 }
+
+// TestTemporalSchemaStepsAreOne: Kubernetes sets Temporal's schema up with
+// the steps of make cluster and compose: the ConfigMap temporal-schema of
+// k8s/temporal.yaml holds temporal-schema.sh as it is.
+func TestTemporalSchemaStepsAreOne(t *testing.T) {
+	script, err := os.ReadFile("temporal-schema.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile("k8s/temporal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The block scalar after "temporal-schema.sh: |", four spaces in.
+	_, block, ok := strings.Cut(string(manifest), "  temporal-schema.sh: |\n")
+	if !ok {
+		t.Fatal("k8s/temporal.yaml has no temporal-schema.sh in a ConfigMap")
+	}
+	var got strings.Builder
+	for line := range strings.Lines(block) {
+		if rest, ok := strings.CutPrefix(line, "    "); ok {
+			got.WriteString(rest)
+		} else if strings.TrimSpace(line) == "" {
+			got.WriteString("\n")
+		} else {
+			break
+		}
+	}
+	if got.String() != string(script) {
+		t.Errorf("the ConfigMap temporal-schema of k8s/temporal.yaml is not temporal-schema.sh: copy the file there\n--- ConfigMap ---\n%s--- file ---\n%s", got.String(), script)
+	}
+}

@@ -93,28 +93,13 @@ start() {
   base=${pg%%/postgres\?*} # postgres://ctxflow@127.0.0.1:PORT
   local pgport=${base##*:}
 
-  # Temporal's schema, by Temporal's own tool: the databases and the
-  # versioning tables once, then every versioned update not yet applied
-  # (none on a restart of the same build).
+  # Temporal's schema, by Temporal's own tool, as compose and Kubernetes set
+  # it up (deploy/temporal-schema.sh); the transcripts' database.
   (cd "$root" && go build -o "$dir/temporal-sql-tool" go.temporal.io/server/cmd/tools/sql)
-  sqltool() { "$dir/temporal-sql-tool" --plugin postgres12 --ep 127.0.0.1 -p "$pgport" -u ctxflow --db "$@"; }
-  local db schema
-  for db in temporal:temporal temporal_visibility:visibility ctxflow:; do
-    schema=${db#*:}
-    db=${db%%:*}
-    if [ ! -f "$dir/postgres/$db.created" ]; then
-      sqltool "$db" create-database >>"$dir/schema.log" 2>&1 ||
-        grep -q "already exists" "$dir/schema.log" || { cat "$dir/schema.log" >&2; exit 1; }
-      if [ -n "$schema" ]; then
-        sqltool "$db" setup-schema -v 0.0 --overwrite >>"$dir/schema.log" 2>&1 || { cat "$dir/schema.log" >&2; exit 1; }
-      fi
-      touch "$dir/postgres/$db.created"
-    fi
-    if [ -n "$schema" ]; then
-      sqltool "$db" update-schema --schema-name "postgresql/v12/$schema" >>"$dir/schema.log" 2>&1 ||
-        { cat "$dir/schema.log" >&2; exit 1; }
-    fi
-  done
+  export SQL_HOST=127.0.0.1 SQL_PORT=$pgport SQL_USER=ctxflow
+  TEMPORAL_SQL_TOOL=$dir/temporal-sql-tool sh "$root/deploy/temporal-schema.sh" >"$dir/schema.log" 2>&1 ||
+    { cat "$dir/schema.log" >&2; exit 1; }
+  "$dir/temporal-sql-tool" --plugin postgres12 --db ctxflow create-database >>"$dir/schema.log" 2>&1 || true # there after the first start
 
   export TEMPORAL_ADDRESS=127.0.0.1:$temporal CTXFLOW_LOG_LEVEL=${CTXFLOW_LOG_LEVEL:-info}
   CTXFLOW_TEMPORAL_PORT=$temporal CTXFLOW_UI_PORT=$ui launch temporal "$bin" temporal \

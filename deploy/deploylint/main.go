@@ -12,10 +12,11 @@
 //	    defined, a built service's Dockerfile exists, and the services built
 //	    here set only variables ctxflow reads, to values it accepts
 //	deploylint k8s FILE [FILE ...]
-//	    check that every key of a ConfigMap's data or a Secret's data and
-//	    stringData is a variable ctxflow reads (deploy/k8s keeps ctxflow's
-//	    environment there), and that the values in plain text (data of a
-//	    ConfigMap, stringData of a Secret) are ones it accepts
+//	    check that every key of the data of a ConfigMap or a Secret named
+//	    ctxflow… (data and stringData) is a variable ctxflow reads
+//	    (deploy/k8s keeps ctxflow's environment there; Temporal's, in
+//	    temporal.yaml, are its own), and that the values in plain text (data
+//	    of a ConfigMap, stringData of a Secret) are ones it accepts
 //
 // Both take the variables and what each accepts from internal/config, where
 // each is declared (config.Vars, config.Check).
@@ -273,10 +274,11 @@ var (
 	blockKey = regexp.MustCompile(`^  ([^\s#][^:]*):(.*)$`)
 )
 
-// checkK8sEnv lists the keys of the ConfigMaps' and Secrets' data that are
-// not ctxflow variables, and the plain values ctxflow would refuse. It reads
-// the block style of deploy/k8s (kubeconform has validated the YAML):
-// top-level data:/stringData:, keys indented by two, one-line values.
+// checkK8sEnv lists the keys of ctxflow's ConfigMaps' and Secrets' data
+// (named ctxflow…) that are not ctxflow variables, and the plain values
+// ctxflow would refuse. It reads the block style of deploy/k8s (kubeconform
+// has validated the YAML): top-level metadata: with its name, data: and
+// stringData:, keys indented by two, one-line values.
 func checkK8sEnv(files []string) ([]string, error) {
 	var problems []string
 	for _, f := range files {
@@ -288,10 +290,10 @@ func checkK8sEnv(files []string) ([]string, error) {
 			key, value string
 			plain      bool // not base64 (a Secret's data)
 		}
-		var kind, block string
+		var kind, name, block string
 		var keys []entry
 		flush := func() {
-			if kind == "ConfigMap" || kind == "Secret" {
+			if (kind == "ConfigMap" || kind == "Secret") && strings.HasPrefix(name, "ctxflow") {
 				for _, k := range keys {
 					if !ctxflowVar(k.key) {
 						problems = append(problems, fmt.Sprintf("k8s: %s: %s key %s is not a variable ctxflow reads (internal/config.Vars)", f, kind, k.key))
@@ -302,7 +304,7 @@ func checkK8sEnv(files []string) ([]string, error) {
 					}
 				}
 			}
-			kind, keys = "", nil
+			kind, name, keys = "", "", nil
 		}
 		inBlock := false
 		sc := bufio.NewScanner(strings.NewReader(string(b)))
@@ -313,8 +315,12 @@ func checkK8sEnv(files []string) ([]string, error) {
 				flush()
 				inBlock = false
 			case line == "" || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "#"):
-				if k := blockKey.FindStringSubmatch(line); inBlock && k != nil {
+				k := blockKey.FindStringSubmatch(line)
+				switch {
+				case k != nil && inBlock:
 					keys = append(keys, entry{strings.Trim(k[1], `"'`), k[2], block == "stringData"})
+				case k != nil && block == "metadata" && k[1] == "name":
+					name, _ = yamlScalar(k[2])
 				}
 			default:
 				inBlock = envBlock.MatchString(line)
