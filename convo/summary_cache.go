@@ -68,6 +68,15 @@ func (c *SummaryLRU) Put(key string, s SummaryState) {
 	}
 }
 
+// Clear drops every entry (an erase: a cached summary holds the text of
+// the conversations it summarised).
+func (c *SummaryLRU) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.order.Init()
+	clear(c.items)
+}
+
 // Len is the number of entries.
 func (c *SummaryLRU) Len() int {
 	c.mu.Lock()

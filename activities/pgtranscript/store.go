@@ -466,3 +466,24 @@ func (s *Store) Delete(ctx context.Context, k activities.SessionKey) error {
 	}
 	return nil
 }
+
+// EraseTenant implements [activities.TenantEraser]: every transcript and
+// snapshot of the tenant. (PostgreSQL keeps the deleted rows' bytes in
+// its files until VACUUM reuses the space; see docs/operations.md.)
+func (s *Store) EraseTenant(ctx context.Context, tenant string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, "DELETE FROM transcript_sessions WHERE tenant = $1", tenant); err != nil {
+		return fmt.Errorf("erase tenant %s: %w", tenant, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.sessions {
+		if k.Tenant == tenant {
+			s.lru.Remove(e)
+			delete(s.sessions, k)
+		}
+	}
+	return nil
+}

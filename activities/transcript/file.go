@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -407,4 +408,73 @@ func (s *FileStore) Delete(ctx context.Context, k activities.SessionKey) error {
 		return fmt.Errorf("delete %s: %w", k, err)
 	}
 	return nil
+}
+
+// EraseTenant implements [activities.TenantEraser]: it removes the
+// tenant's folder, every transcript and snapshot in it.
+func (s *FileStore) EraseTenant(ctx context.Context, tenant string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkKey(activities.SessionKey{Tenant: tenant, SessionID: "x"}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.sessions {
+		if k.Tenant == tenant {
+			s.lru.Remove(e)
+			delete(s.sessions, k)
+			_ = e.Value.(*session).close()
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(s.opts.Dir, tenant)); err != nil {
+		return fmt.Errorf("erase tenant %s: %w", tenant, err)
+	}
+	return nil
+}
+
+// StoredSessions implements [activities.SessionLister]: every session
+// with a transcript or a snapshot, and when either was last written.
+func (s *FileStore) StoredSessions(ctx context.Context) ([]activities.StoredSession, error) {
+	tenants, err := os.ReadDir(s.opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	var out []activities.StoredSession
+	for _, t := range tenants {
+		if !t.IsDir() {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		files, err := os.ReadDir(filepath.Join(s.opts.Dir, t.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		at := map[string]int{}
+		for _, f := range files {
+			id, ok := strings.CutSuffix(f.Name(), ".jsonl")
+			if !ok {
+				id, ok = strings.CutSuffix(f.Name(), ".state.json")
+			}
+			if !ok || f.IsDir() || strings.HasPrefix(f.Name(), ".") {
+				continue
+			}
+			info, err := f.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			k := activities.SessionKey{Tenant: t.Name(), SessionID: id}
+			i, seen := at[id]
+			if !seen {
+				at[id] = len(out)
+				out = append(out, activities.StoredSession{Key: k, Updated: info.ModTime()})
+			} else if info.ModTime().After(out[i].Updated) {
+				out[i].Updated = info.ModTime()
+			}
+		}
+	}
+	return out, nil
 }

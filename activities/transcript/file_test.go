@@ -546,3 +546,44 @@ func BenchmarkAppend(b *testing.B) {
 		})
 	}
 }
+
+// TestEraseTenantAndList: StoredSessions lists every session with a file
+// (a task's transcript too), EraseTenant removes one tenant's folder and
+// nothing of the others'.
+func TestEraseTenantAndList(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, Options{Dir: dir})
+	other := activities.SessionKey{Tenant: "beta", SessionID: "s1"}
+	task := activities.TaskKey(key, "k1")
+	for _, k := range []activities.SessionKey{key, other, task} {
+		transcripttest.MustAppend(t, s, k, transcripttest.Msg("u1", "", convo.RoleUser, "hi"))
+	}
+	if err := s.SaveSnapshot(ctx, key, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.StoredSessions(ctx)
+	if err != nil || len(stored) != 3 {
+		t.Fatalf("StoredSessions = %v, %v; want 3", stored, err)
+	}
+	for _, st := range stored {
+		if st.Updated.IsZero() {
+			t.Errorf("%v has no time", st.Key)
+		}
+	}
+	if err := s.EraseTenant(ctx, key.Tenant); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, key.Tenant)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the tenant's folder is still there: %v", err)
+	}
+	if n, err := s.Len(ctx, other); err != nil || n != 1 {
+		t.Errorf("beta's session after erasing acme: %d messages, %v", n, err)
+	}
+	if n, err := s.Len(ctx, key); err != nil || n != 0 {
+		t.Errorf("acme's session after its erase: %d messages, %v", n, err)
+	}
+	if err := s.EraseTenant(ctx, "../x"); err == nil {
+		t.Error("EraseTenant of a path: no error")
+	}
+}

@@ -339,6 +339,11 @@ func (s *Store) compactIfDue() error {
 	if s.log == nil || s.log.size < 1<<20 || s.log.size < 2*s.live {
 		return nil
 	}
+	return s.compact()
+}
+
+// compact rewrites the log with the current chunks only.
+func (s *Store) compact() error {
 	ids := make([]string, 0, len(s.chunks))
 	for id := range s.chunks {
 		ids = append(ids, id)
@@ -988,4 +993,70 @@ func (s *Store) hybrid(ctx context.Context, req activities.SearchRequest, k int)
 		}
 	}
 	return activities.FuseHybrid(dense, kw), nil
+}
+
+// EraseTenant implements [activities.TenantEraser]: it removes every chunk
+// of the tenant's documents (chunks without a tenant are left alone).
+func (s *Store) EraseTenant(ctx context.Context, tenant string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	var ids []string
+	for id, e := range s.chunks {
+		if e.meta[activities.MetaTenant] == tenant {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	if err := s.write(frame(nil, encodeDelete(nil, ids))); err != nil {
+		return err
+	}
+	batch := s.text.NewBatch()
+	for _, id := range ids {
+		s.remove(id)
+		batch.Delete(id)
+	}
+	s.maybeIndex()
+	if err := s.text.Batch(batch); err != nil {
+		return fmt.Errorf("vecstore: keyword index: %w", err)
+	}
+	return s.compactIfDue()
+}
+
+// Scrub implements [activities.Scrubber]: a deleted chunk's text stays in
+// the chunk log until it is compacted and in the keyword index's segments
+// until they merge, so Scrub rewrites both now (the log with the live
+// chunks only, the index from them): after it no file of the collection
+// holds a deleted chunk. It costs a rebuild of the keyword index.
+func (s *Store) Scrub(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.dir == "" {
+		return nil
+	}
+	if err := s.compact(); err != nil {
+		return err
+	}
+	if err := s.text.Close(); err != nil {
+		return fmt.Errorf("vecstore: close the keyword index: %w", err)
+	}
+	if err := s.openText(true); err != nil { // removes the dirty marker:
+		return err
+	}
+	s.dirty = false // so it is written again, the index being new
+	return s.markDirty()
 }
