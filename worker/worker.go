@@ -44,6 +44,9 @@ type Ports struct {
 	Ingest  *activities.Ingest
 	RAG     *activities.RAG
 	Agent   *activities.Agent
+	// Erase erases sessions and tenants and runs the retention sweep; its
+	// Temporal client is set by [New].
+	Erase *activities.Eraser
 	// Broker carries answer deltas to streamed turns: in process, or
 	// PostgreSQL's LISTEN/NOTIFY with the PostgreSQL transcript store (so
 	// an API process elsewhere hears them).
@@ -136,17 +139,31 @@ func BuildPorts(ctx context.Context, cfg config.Config, log *slog.Logger) (*Port
 		}
 		deltas, closers = pg, append(closers, pg.Close)
 	}
+	uploads, err := filepath.Abs(cfg.Uploads())
+	if err != nil {
+		for _, c := range closers {
+			_ = c()
+		}
+		return nil, fmt.Errorf("upload directory %s: %w", cfg.Uploads(), err)
+	}
+	summaries := convo.NewSummaryLRU(1024)
+	eraser := &activities.Eraser{
+		Namespace: cfg.TemporalNamespace, Transcript: store, Vectors: vectors, UploadDir: uploads,
+		Caches: []interface{ Clear() }{summaries}, Retention: cfg.Retention,
+		Scrub: embeddedScrub(cfg.DataDir), Logger: log.With("component", "erase"),
+	}
 	steps, stopSteps := broker.Offer(deltas, log)
 	closers = append([]func() error{func() error { stopSteps(); return nil }}, closers...) // before the broker closes
 	return &Ports{
 		Agent: agent,
 		Session: &activities.Session{
-			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: convo.NewSummaryLRU(1024), Engine: engine,
+			Transcript: store, Model: model, Tokenizer: tok, SummaryCache: summaries, Engine: engine,
 			Knowledge: vectors, Rewriter: rewriter(engine, model, cfg.Session.LLMModel),
 			SmallTalk: lexical.SmallTalk{}, Intents: intents(engine, model), Broker: deltas,
 		},
 		Ingest: &activities.Ingest{Store: vectors, Embedder: embedder, Parser: ingest.Parser{Tokenizer: tok}, EmbedModel: embedModel, Alternatives: embs[1:]},
 		RAG:    rag,
+		Erase:  eraser,
 		Broker: deltas,
 		steps:  steps,
 		close:  closers,
@@ -466,6 +483,11 @@ func Register(w sdkworker.Registry, p *Ports) {
 	w.RegisterActivityWithOptions(p.RAG, activity.RegisterOptions{})
 	w.RegisterWorkflowWithOptions(workflows.TaskWorkflow, workflow.RegisterOptions{Name: workflows.TaskWorkflowName})
 	w.RegisterActivityWithOptions(p.Agent, activity.RegisterOptions{})
+	if p.Erase != nil {
+		w.RegisterWorkflowWithOptions(workflows.EraseWorkflow, workflow.RegisterOptions{Name: workflows.EraseWorkflowName})
+		w.RegisterWorkflowWithOptions(workflows.RetentionWorkflow, workflow.RegisterOptions{Name: workflows.RetentionWorkflowName})
+		w.RegisterActivityWithOptions(p.Erase, activity.RegisterOptions{})
+	}
 }
 
 // workflowTaskPollers is how many workflow-task polls a worker keeps open
@@ -488,6 +510,9 @@ func New(c client.Client, p *Ports, maxActivities int, v Version) sdkworker.Work
 		MaxConcurrentLocalActivityExecutionSize: maxActivities,
 		Interceptors:                            append(telemetry.WorkerInterceptors(), stepsInterceptor(p.steps)),
 	})
+	if p.Erase != nil {
+		p.Erase.Temporal = c
+	}
 	Register(w, p)
 	return w
 }

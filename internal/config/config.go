@@ -112,6 +112,11 @@ type Config struct {
 	// ApproveTools are each tenant's approveTools (CTXFLOW_APPROVE_TOOLS;
 	// "*" names every tenant): added to its sessions' own.
 	ApproveTools map[string][]string
+	// Retention is each tenant's retention period (CTXFLOW_RETENTION; "*"
+	// names every other tenant): its sessions idle longer are erased by
+	// the sweep that runs every RetentionSweep.
+	Retention      map[string]time.Duration
+	RetentionSweep time.Duration
 
 	Session workflows.SessionConfig
 	Limits  workflows.Limits
@@ -222,6 +227,8 @@ var settings = []setting{
 	read.str("CTXFLOW_MCP_SERVERS", "unset", "MCP servers whose tools agent tasks may call (named `mcp:<server>/<tool>`): `name=stdio:command args…` or `name=http(s)://…/mcp`, separated by `;`, or a JSON array of `{\"name\", \"command\": [...] | \"url\", \"env\", \"headers\", \"timeout\", \"tenants\"}` (see [MCP tools](#mcp-tools)). A task lists them when it starts; unset: none", func(c *Config, v string) { c.MCPServers = v }),
 	read.dur("CTXFLOW_MCP_TIMEOUT", "60s", "timeout of one MCP tool call (an activity; a server's `timeout` overrides it); tools the server marks read-only or idempotent are tried 3 times, others once", moreThanZero, func(c *Config, d time.Duration) { c.MCPTimeout = d }),
 	read.raw("CTXFLOW_APPROVE_TOOLS", "unset", "tools whose calls wait for a person's approval, per tenant, added to each session's `approveTools` (which cannot remove them): `tenant=pattern,pattern` separated by `;`, glob patterns of tool names (`run_sql`, `mcp:filesystem/*`); tenant `*` is every tenant, e.g. `*=run_sql;acme=mcp:*`. For sessions started (or continued as new) after the setting", "", parseApproveTools),
+	read.raw("CTXFLOW_RETENTION", "unset", "how long each tenant's sessions are kept after their last activity: a session idle longer is erased for good (transcript, summaries, facts, workflow histories; see [retention and erasure](operations.md#retention-and-erasure)) by the sweep the workers schedule. `tenant=duration` separated by `;`, durations in Go syntax or days (`720h`, `30d`); tenant `*` is every tenant not named, `0` keeps a tenant's sessions, e.g. `*=90d;acme=30d;audit=0`. Unset: kept for good (no sweep)", "", parseRetention),
+	read.dur("CTXFLOW_RETENTION_SWEEP", "1h", "how often the retention sweep runs (a Temporal schedule the workers create when `CTXFLOW_RETENTION` is set)", within(int64(time.Minute), int64(7*24*time.Hour)), func(c *Config, d time.Duration) { c.RetentionSweep = d }),
 	read.str("CTXFLOW_API_KEYS", "unset", "API keys, `tenant:<sha256 of the key>` separated by commas (`ctxflow key TENANT` makes one): each request then needs `Authorization: Bearer <key>`, and its tenant is the key's. Unset: no keys", func(c *Config, v string) { c.APIKeys = v }),
 	read.str("CTXFLOW_API_KEYS_FILE", "unset", "a file of API keys, one `tenant:<sha256>` a line (`#` comments), added to `CTXFLOW_API_KEYS`", func(c *Config, v string) { c.APIKeysFile = v }),
 	read.raw("CTXFLOW_TOKEN_SECRET", "unset", "secret that signs the page tokens of `GET /v1/sessions` (16 bytes at least); unset: a random one kept in `$CTXFLOW_DATA_DIR/token-secret`. The API processes of one deployment share it", "at least 16 bytes", parseTokenSecret),
@@ -501,6 +508,54 @@ func parseTokenSecret(c *Config, v string) error {
 	}
 	c.TokenSecretValue = v
 	return nil
+}
+
+// parseRetention reads CTXFLOW_RETENTION, `tenant=duration;…`.
+func parseRetention(c *Config, v string) error {
+	const name = "CTXFLOW_RETENTION"
+	out := map[string]time.Duration{}
+	var errs []error
+	for part := range strings.SplitSeq(v, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		tenant, period, ok := strings.Cut(part, "=")
+		tenant, period = strings.TrimSpace(tenant), strings.TrimSpace(period)
+		if !ok || tenant == "" {
+			errs = append(errs, fmt.Errorf("%s: %q: want tenant=duration (tenant * for every other tenant)", name, convo.Clip(part, 60)))
+			continue
+		}
+		if tenant != "*" {
+			if err := workflows.ValidateID("tenant", tenant); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				continue
+			}
+		}
+		d, err := parsePeriod(period)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s: tenant %s: %q: want a duration like 720h or 30d (0: kept)", name, tenant, convo.Clip(period, 30)))
+			continue
+		}
+		if _, dup := out[tenant]; dup {
+			errs = append(errs, fmt.Errorf("%s: tenant %s is named twice", name, tenant))
+			continue
+		}
+		out[tenant] = d
+	}
+	c.Retention = out
+	return errors.Join(errs...)
+}
+
+// parsePeriod reads a Go duration, or a whole number of days ("30d").
+func parsePeriod(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 100*365 {
+			return 0, fmt.Errorf("%q: not a number of days", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(v)
 }
 
 // parseApproveTools reads CTXFLOW_APPROVE_TOOLS, `tenant=pattern,pattern;…`.

@@ -64,6 +64,7 @@ func TestDefaults(t *testing.T) {
 		ObservationMaxChars: 5000,
 		ToolResultMaxBytes:  64 << 10,
 		MCPTimeout:          time.Minute,
+		RetentionSweep:      time.Hour,
 		Session:             workflows.DefaultSessionConfig(),
 		Limits:              workflows.DefaultLimits(),
 		LogLevel:            slog.LevelInfo,
@@ -134,6 +135,10 @@ func TestOverrides(t *testing.T) {
 		{"CTXFLOW_APPROVE_TOOLS", "*=run_sql; acme=mcp:fs/*, run_sql,run_sql;", func(c Config) bool {
 			return reflect.DeepEqual(c.ApproveTools, map[string][]string{"*": {"run_sql"}, "acme": {"mcp:fs/*", "run_sql"}})
 		}},
+		{"CTXFLOW_RETENTION", "*=90d; acme=720h;audit=0", func(c Config) bool {
+			return reflect.DeepEqual(c.Retention, map[string]time.Duration{"*": 90 * 24 * time.Hour, "acme": 720 * time.Hour, "audit": 0})
+		}},
+		{"CTXFLOW_RETENTION_SWEEP", "10m", func(c Config) bool { return c.RetentionSweep == 10*time.Minute }},
 		{"CTXFLOW_MODEL_PROVIDER", "offline", func(c Config) bool { return c.ModelProvider == "offline" }},
 		{"CTXFLOW_COLLECTION", "docs", func(c Config) bool { return c.Collection == "docs" }},
 		{"CTXFLOW_VECTOR_STORE", "milvus", func(c Config) bool { return c.VectorStore == "milvus" }},
@@ -264,6 +269,11 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"CTXFLOW_APPROVE_TOOLS", "acme="},
 		{"CTXFLOW_APPROVE_TOOLS", "acme=[run"},
 		{"CTXFLOW_APPROVE_TOOLS", "bad tenant=run_sql"},
+		{"CTXFLOW_RETENTION", "30d"},
+		{"CTXFLOW_RETENTION", "acme=soon"},
+		{"CTXFLOW_RETENTION", "acme=-1h"},
+		{"CTXFLOW_RETENTION", "acme=1d;acme=2d"},
+		{"CTXFLOW_RETENTION_SWEEP", "1s"},
 		{"CTXFLOW_OPENAI_CONTEXT_LENGTH", "-1"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "sqlite"},
 		{"CTXFLOW_TRANSCRIPT_STORE", "postgres"}, // without DATABASE_URL

@@ -56,6 +56,11 @@ const clusterName = "active"
 //     switch in v1.32.1: it is always on.
 //   - frontend.namespaceRPS.visibility = 100 (default 10) and
 //     history.cacheHostLevelMaxSize = 8192: as the Temporal CLI dev server.
+//   - history.transferProcessorUpdateAckInterval and
+//     history.visibilityProcessorUpdateAckInterval = 1s (default 30s): a
+//     workflow is deleted (an erase, DeleteWorkflowExecution) only once
+//     its close is acknowledged by both queues, which these intervals
+//     publish: a session erased just after its run closed waited 30 s.
 func DefaultDynamicConfig() map[string]any {
 	return map[string]any{
 		dynamicconfig.TransferProcessorMaxPollRPS.Key().String():                        10000,
@@ -66,6 +71,8 @@ func DefaultDynamicConfig() map[string]any {
 		dynamicconfig.FrontendEnableUpdateWorkflowExecutionAsyncAccepted.Key().String(): true,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key().String():       100,
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key().String():                       8192,
+		dynamicconfig.TransferProcessorUpdateAckInterval.Key().String():                 time.Second,
+		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key().String():               time.Second,
 	}
 }
 

@@ -90,6 +90,13 @@ func openFileDB(path string) (*dbConfig, error) {
 	// last commits), and no fsync is paid per commit.
 	db.sql.ConnectAttributes["journal_mode"] = "wal"
 	db.sql.ConnectAttributes["synchronous"] = "normal"
+	// Deleted rows are overwritten with zeros (an erased session's
+	// history leaves no bytes in the file; the worker's erase then
+	// truncates the write-ahead log, docs/operations.md).
+	db.sql.ConnectAttributes["secure_delete"] = "on"
+	// A connection that finds the database locked (by that truncation,
+	// in another process) waits for it instead of failing.
+	db.sql.ConnectAttributes["busy_timeout"] = "10000"
 
 	if _, err := os.Stat(path); err == nil {
 		return db, checkSameFile(path)
