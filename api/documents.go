@@ -154,7 +154,7 @@ func (s *Server) postDocument(c *gin.Context) {
 	if !given {
 		doc = workflows.DocumentID(up.name, up.sum) // always a valid id
 	}
-	path, err := s.store(up)
+	path, err := s.store(up, t)
 	if err != nil {
 		s.log.Error("store upload", "document", doc, "error", err, "requestId", c.GetString("requestID"))
 		writeError(c, errInternal("the upload of %s could not be stored (the API's log says why, under request %s)", doc, c.GetString("requestID")))
@@ -367,15 +367,18 @@ func validateUpload(up upload) error {
 	return nil
 }
 
-// store writes an upload into the upload directory under the hash of its
-// bytes (the same bytes are stored once) and returns its absolute path,
-// which the workers read: api and workers must see the directory at the
-// same path.
-func (s *Server) store(up upload) (string, error) {
-	dir, err := filepath.Abs(s.opts.UploadDir)
+// store writes an upload into a folder of the upload directory (a
+// tenant's: <tenant>, or a session's: <tenant>/sessions/<id>, which
+// erasing the tenant or the session removes) under the hash of its bytes
+// (the same bytes are stored once a folder) and returns its absolute
+// path, which the workers read: api and workers must see the directory at
+// the same path.
+func (s *Server) store(up upload, folder ...string) (string, error) {
+	root, err := filepath.Abs(s.opts.UploadDir)
 	if err != nil {
 		return "", fmt.Errorf("upload directory: %w", err)
 	}
+	dir := filepath.Join(append([]string{root}, folder...)...)
 	path := filepath.Join(dir, hex.EncodeToString(up.sum[:])+up.ext)
 	if fi, err := os.Stat(path); err == nil && fi.Size() == int64(len(up.body)) {
 		return path, nil

@@ -240,14 +240,14 @@ func TestPostDocument(t *testing.T) {
 			if !strings.Contains(s.opts.StaticSummary, tc.source) {
 				t.Errorf("summary %q does not name %q", s.opts.StaticSummary, tc.source)
 			}
-			wantPath := filepath.Join(opts.UploadDir, sha(content)+tc.ext)
+			wantPath := filepath.Join(opts.UploadDir, "default", sha(content)+tc.ext) // the tenant's folder
 			if s.in.DocumentID != tc.doc || s.in.Path != wantPath || s.in.Source != tc.source || !filepath.IsAbs(s.in.Path) {
 				t.Errorf("input = %+v, want document %q, path %q, source %q", s.in, tc.doc, wantPath, tc.source)
 			}
 			if b, err := os.ReadFile(wantPath); err != nil || string(b) != content {
 				t.Errorf("stored upload: %q, %v", b, err)
 			}
-			entries, _ := os.ReadDir(opts.UploadDir)
+			entries, _ := os.ReadDir(filepath.Dir(wantPath))
 			if len(entries) != 1 {
 				t.Errorf("upload directory holds %d files, want 1 (no temporary leftovers)", len(entries))
 			}
@@ -265,7 +265,7 @@ func TestPostDocumentStoresContentOnce(t *testing.T) {
 			t.Fatalf("status %d: %s", w.Code, w.Body)
 		}
 	}
-	entries, _ := os.ReadDir(opts.UploadDir)
+	entries, _ := os.ReadDir(filepath.Join(opts.UploadDir, "default"))
 	if len(entries) != 1 || len(*got) != 3 || (*got)[0].in.Path != (*got)[1].in.Path {
 		t.Errorf("%d files for 3 uploads of the same bytes, starts %+v", len(entries), *got)
 	}

@@ -33,6 +33,9 @@ type Options struct {
 	// anything. Streams and `?wait=true` requests hold their place until
 	// they end.
 	MaxInFlight int
+	// Namespace is the Temporal namespace of the client (default
+	// "default"): an erase deletes workflow runs in it.
+	Namespace string
 	// MaxBodyBytes bounds request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// TurnWaitTimeout bounds a `?wait=true` turn (default 5 minutes).
@@ -117,6 +120,9 @@ func New(c client.Client, opts Options) *Server {
 	}
 	if opts.Collection == "" {
 		opts.Collection = "rag_documents"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
 	}
 	if opts.MaxUploadBytes <= 0 {
 		opts.MaxUploadBytes = 32 << 20

@@ -456,6 +456,21 @@ func (s *Server) deleteSession(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	for k := range c.Request.URL.Query() {
+		if k != "erase" {
+			writeError(c, errInvalid("unknown query parameter %q: want erase", k))
+			return
+		}
+	}
+	erase, err := boolParam(c, "erase")
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if erase {
+		s.eraseSession(c, ref)
+		return
+	}
 	switch closed, err := s.removeSession(c.Request.Context(), ref); {
 	case err != nil:
 		writeError(c, err)
@@ -596,14 +611,18 @@ func (s *Server) submitTurn(c *gin.Context, ref sessionRef, req workflows.TurnRe
 const submitWait = 30 * time.Second
 
 // waitParam reads ?wait= strictly: true or false (absent is false).
-func waitParam(c *gin.Context) (bool, error) {
-	w, ok := c.GetQuery("wait")
+func waitParam(c *gin.Context) (bool, error) { return boolParam(c, "wait") }
+
+// boolParam reads a query parameter strictly: true or false (absent is
+// false).
+func boolParam(c *gin.Context, name string) (bool, error) {
+	w, ok := c.GetQuery(name)
 	if !ok {
 		return false, nil
 	}
 	b, err := strconv.ParseBool(w)
 	if err != nil {
-		return false, errInvalid("wait %q: want true or false", convo.Clip(w, 20))
+		return false, errInvalid("%s %q: want true or false", name, convo.Clip(w, 20))
 	}
 	return b, nil
 }

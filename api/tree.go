@@ -366,7 +366,7 @@ func (s *Server) postImport(c *gin.Context) {
 		return
 	}
 	sum := sha256.Sum256(body)
-	path, err := s.store(upload{body: body, sum: sum, ext: ".jsonl"})
+	path, err := s.store(upload{body: body, sum: sum, ext: ".jsonl"}, t, "sessions", id)
 	if err != nil {
 		writeError(c, errUnavailable("%v", err))
 		return

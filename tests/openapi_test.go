@@ -383,6 +383,10 @@ func TestOpenAPIMatchesRealAnswers(t *testing.T) {
 	c.do(specCall{method: "DELETE", path: "/v1/sessions/oa-fork", want: 204})
 	c.do(specCall{method: "DELETE", path: "/v1/sessions/oa-fork", want: 404})
 	c.do(specCall{method: "DELETE", path: "/v1/sessions/bad%20id", want: 400, bad: true})
+	// Erasing one: a deleted session can still be erased, then nothing is left.
+	c.do(specCall{method: "DELETE", path: "/v1/sessions/oa-fork?erase=true", want: 204})
+	c.do(specCall{method: "DELETE", path: "/v1/sessions/oa-fork?erase=true", want: 404})
+	c.do(specCall{method: "DELETE", path: "/v1/sessions/oa-fork?erase=maybe", want: 400, bad: true})
 
 	// Every operation was called, and answered a success (the transcript
 	// readers: their 503).

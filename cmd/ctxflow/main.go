@@ -71,6 +71,12 @@ commands:
            gold answers; a table on stdout, one JSON object per set in OUT
            (- for stdout), the first N cases of each set; --detail adds
            recall@5 per search mode and the corrective loop's judges
+  erase --tenant T [--session ID]
+           erase tenant T for good (its sessions: transcripts, summaries,
+           facts, workflow histories; its documents: chunks, uploads,
+           ingestion histories), or only its session ID, through the workers
+           of the cluster at $TEMPORAL_ADDRESS; the workers log one audit
+           line, this prints the counts
   deploy promote [--build ID] | deploy status
            Worker Versioning ($CTXFLOW_DEPLOYMENT): promote makes a version
            (default $CTXFLOW_BUILD_ID) current once one of its workers polls,
@@ -115,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "deploy" && args[0] != "chat" && args[0] != "bench" && args[0] != "temporal" && len(args) != 1) {
+	if len(args) == 0 || (args[0] != "ingest" && args[0] != "eval" && args[0] != "key" && args[0] != "chat" && args[0] != "bench" && args[0] != "erase" && args[0] != "deploy" && args[0] != "temporal" && len(args) != 1) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -174,6 +180,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var c client.Client
 		if c, err = dialExternal(ctx, cfg, log); err == nil {
 			err = runIngest(ctx, c, args[1:], stdout, stderr)
+			c.Close()
+		}
+	case "erase":
+		var c client.Client
+		if c, err = dialExternal(ctx, cfg, log); err == nil {
+			err = runErase(ctx, c, cfg.TemporalNamespace, args[1:], stdout)
 			c.Close()
 		}
 	case "deploy":
@@ -376,6 +388,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 	}
 	defer w.Stop()
 	log.Info("worker started", "taskQueue", workflows.TaskQueue, "version", worker.VersionOf(cfg).String(), "engine", ports.Session.Engine, "model", cfg.Session.LLMModel)
+	if err := worker.EnsureRetentionSchedule(ctx, c, cfg, log); err != nil {
+		log.Warn("retention sweep not scheduled", "error", err)
+	}
 	if !withAPI {
 		<-ctx.Done()
 		log.Info("shutting down worker")
@@ -438,7 +453,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, log *slog.Logger, c clien
 	h := api.New(c, api.Options{
 		Defaults: cfg.Session, Limits: cfg.Limits, MaxBodyBytes: cfg.MaxBodyBytes,
 		TurnWaitTimeout: cfg.TurnWaitTimeout, UploadDir: uploads, MaxUploadBytes: cfg.MaxUploadBytes,
-		IngestWaitTimeout: cfg.IngestWaitTimeout, MaxInFlight: cfg.MaxInFlight, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
+		IngestWaitTimeout: cfg.IngestWaitTimeout, MaxInFlight: cfg.MaxInFlight, Namespace: cfg.TemporalNamespace, Transcripts: shared.transcripts, Broker: shared.broker, Collection: cfg.Collection, Keys: keys, Logger: log.With("component", "api"),
 		Metrics: tel.Handler(), TokenSecret: secret, Models: modelContext(cfg, log), ApproveTools: cfg.ApproveTools,
 	}).Handler()
 	addr := cfg.ListenAddr(shared.dev)
