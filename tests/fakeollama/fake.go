@@ -145,9 +145,6 @@ func New(opts Options) *Fake {
 	return f
 }
 
-// NewHandler returns New(opts) as an http.Handler.
-func NewHandler(opts Options) http.Handler { return New(opts) }
-
 // ServeHTTP implements http.Handler.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
 

@@ -398,9 +398,6 @@ func (s *Server) Kill() {
 	})
 }
 
-// Exited is closed when the server process has exited.
-func (s *Server) Exited() <-chan struct{} { return s.exited }
-
 // Logs returns what the server has logged so far.
 func (s *Server) Logs() string {
 	b, _ := os.ReadFile(s.logPath)
