@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ctxflow/ctxflow/workflows"
 )
 
 // RegisterNamespace creates the namespace, keeping closed workflows for
@@ -37,25 +39,47 @@ func RegisterNamespace(ctx context.Context, c client.Client, namespace string, r
 }
 
 // PrepareNamespace makes the namespace ready for sessions: it creates it if
-// missing and adds the session search attributes. A namespace just
-// created reaches every service of the cluster within seconds (their
-// namespace caches): the search attributes are tried until it has, for at
-// most wait.
+// missing, adds the session search attributes, and returns once the
+// frontend knows them. A namespace and its attributes reach the services
+// of a cluster through their namespace caches, within seconds (the
+// server's system.namespaceCacheRefreshInterval): until then a session
+// could not start ("no mapping defined for search attribute"). Each step is
+// tried again until it succeeds, for at most wait.
 func PrepareNamespace(ctx context.Context, c client.Client, namespace string, retention, wait time.Duration) error {
 	if _, err := RegisterNamespace(ctx, c, namespace, retention); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(wait)
-	for {
-		err := RegisterSearchAttributes(ctx, c, namespace)
-		var notFound *serviceerror.NamespaceNotFound
-		if err == nil || !errors.As(err, &notFound) || time.Now().After(deadline) {
+	var notFound *serviceerror.NamespaceNotFound
+	var invalid *serviceerror.InvalidArgument
+	steps := []struct {
+		call  func() error
+		again func(error) bool
+	}{
+		{func() error { return RegisterSearchAttributes(ctx, c, namespace) },
+			func(err error) bool { return errors.As(err, &notFound) }},
+		{func() error { // a query on an attribute the frontend does not map is invalid
+			_, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+				Namespace: namespace, Query: workflows.SAttrTenant.GetName() + " = 'ctxflow-register'",
+			})
 			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		case <-time.After(500 * time.Millisecond):
+		}, func(err error) bool { return errors.As(err, &invalid) || errors.As(err, &notFound) }},
+	}
+	for _, step := range steps {
+		for {
+			err := step.call()
+			if err == nil {
+				break
+			}
+			if !step.again(err) || time.Now().After(deadline) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+			case <-time.After(250 * time.Millisecond):
+			}
 		}
 	}
+	return nil
 }

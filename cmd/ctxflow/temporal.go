@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.temporal.io/server/common/dynamicconfig"
+
 	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/devserver"
 )
@@ -38,7 +40,11 @@ func runTemporal(ctx context.Context, args []string, cfg config.Config, log *slo
 		FrontendPort: cfg.TemporalPort,
 		UIPort:       cfg.UIPort,
 		Namespace:    cfg.TemporalNamespace, // the Web UI's
-		Logger:       log.With("component", "temporal"),
+		// What ctxflow register adds reaches every service's namespace
+		// cache within a second (by default 10 s), so sessions start as
+		// soon as it returns.
+		DynamicConfig: map[string]any{dynamicconfig.NamespaceCacheRefreshInterval.Key().String(): time.Second},
+		Logger:        log.With("component", "temporal"),
 	})
 	if err != nil {
 		return fmt.Errorf("start temporal: %w", err)
