@@ -19,6 +19,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
@@ -312,4 +313,59 @@ func (s *stack) filesHolding(t *testing.T, marker string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestRetentionSweep: with CTXFLOW_RETENTION the worker schedules the
+// sweep; a sweep (here triggered at once) erases the sessions idle longer
+// than their tenant's period, with their transcripts and runs, and no
+// other: not a younger session, not another tenant's.
+func TestRetentionSweep(t *testing.T) {
+	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline", "CTXFLOW_LOG_LEVEL=info", "CTXFLOW_RETENTION=old=5s;*=0"}})
+	s.startWorker()
+	ctx := t.Context()
+	old, other := apiClient{base: s.base, tenant: "old"}, apiClient{base: s.base, tenant: "other"}
+	for _, c := range []apiClient{old, other} {
+		if res, _, err := c.turn(ctx, "idle", "t1", "Hello, I will be quiet now."); err != nil || res.Status != workflows.TurnCompleted {
+			t.Fatalf("%s: %v %+v", c.tenant, err, res)
+		}
+	}
+	time.Sleep(6 * time.Second)
+	if res, _, err := old.turn(ctx, "busy", "t1", "Hello, I am still here."); err != nil || res.Status != workflows.TurnCompleted {
+		t.Fatalf("old/busy: %v %+v", err, res)
+	}
+	// The schedule the worker created; a sweep now instead of in an hour.
+	h := s.client.ScheduleClient().GetHandle(ctx, workflows.RetentionScheduleID)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := h.Describe(ctx); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no retention schedule: %v", err)
+		}
+	}
+	if err := h.Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if runs := s.runs(t, "WorkflowType = '"+workflows.RetentionWorkflowName+"' AND ExecutionStatus = 'Completed'"); len(runs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep did not complete: %v", s.runs(t, "WorkflowType = '"+workflows.RetentionWorkflowName+"'"))
+		}
+	}
+	s.gone(t, "session/old/idle", "WorkflowId = 'session/old/idle' OR WorkflowId STARTS_WITH 'session/old/idle/'")
+	if _, err := os.Stat(filepath.Join(s.dataDir, "transcripts", "old", "idle.jsonl")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("old/idle's transcript after the sweep: %v", err)
+	}
+	for _, c := range []struct {
+		api apiClient
+		id  string
+	}{{old, "busy"}, {other, "idle"}} {
+		if code, err := c.api.do(ctx, http.MethodGet, "/v1/sessions/"+c.id, nil, nil); code != http.StatusOK {
+			t.Errorf("%s/%s after the sweep: %d %v", c.api.tenant, c.id, code, err)
+		}
+	}
+	if lines := s.filesHolding(t, "actor=retention"); len(lines) == 0 {
+		t.Error("no audit line of the sweep")
+	}
 }
