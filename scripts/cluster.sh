@@ -75,6 +75,10 @@ stop() {
 
 start() {
   local begin=$SECONDS
+  if ! command -v curl >/dev/null; then # the API's readiness check
+    echo "cluster.sh: installing Debian's curl" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >&2
+  fi
   mkdir -p "$dir"
   # As root, PostgreSQL runs as the user postgres: it must reach DIR/postgres.
   [ "$(id -u)" = 0 ] && chmod go+x "$dir"
