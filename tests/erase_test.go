@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/vecstore"
+	"github.com/ctxflow/ctxflow/internal/pgtest"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -36,13 +38,29 @@ import (
 // dir (the embedded Temporal server's SQLite database and its WAL, the
 // transcripts, the vector store, the uploads, the worker's log) holds what
 // was erased, while everything else is still there.
+//
+// With the PostgreSQL transcript store (subtest postgres) the database is
+// searched too, every row of every table as text (a dump's content): it
+// holds no row of what was erased. (Its files may keep the bytes until
+// VACUUM: docs/operations.md.)
 func TestEraseLeavesNoTrace(t *testing.T) {
+	t.Run("file", func(t *testing.T) { testErase(t, "") })
+	t.Run("postgres", func(t *testing.T) { testErase(t, pgtest.Database(t)) })
+}
+
+func testErase(t *testing.T, databaseURL string) {
 	key := func(k string) string { sum := sha256.Sum256([]byte(k)); return hex.EncodeToString(sum[:]) }
-	s := startStack(t, stackOptions{
-		extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline", "CTXFLOW_LOG_LEVEL=info"},
-		keys:     map[string]string{key("cfk_e"): "era", key("cfk_k"): "keep"},
-	})
+	env := []string{"CTXFLOW_MODEL_PROVIDER=offline", "CTXFLOW_LOG_LEVEL=info"}
+	if databaseURL != "" {
+		env = append(env, "CTXFLOW_TRANSCRIPT_STORE=postgres", "DATABASE_URL="+databaseURL)
+	}
+	s := startStack(t, stackOptions{extraEnv: env, keys: map[string]string{key("cfk_e"): "era", key("cfk_k"): "keep"}})
 	s.startWorker()
+	// holding is where a marker is: files of the data dir, and rows of
+	// the database.
+	holding := func(marker string) []string {
+		return append(s.filesHolding(t, marker), rowsHolding(t, databaseURL, marker)...)
+	}
 	ctx := t.Context()
 	era, keep := apiClient{base: s.base, key: "cfk_e"}, apiClient{base: s.base, key: "cfk_k"}
 	u := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -98,7 +116,7 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 		t.Fatalf("session/era/s1 has %d runs before the erase, want its children too: %v", len(runs), runs)
 	}
 	for _, m := range []string{inSession, inDoc, inOther, inKeep} {
-		if files := s.filesHolding(t, m); len(files) == 0 {
+		if files := holding(m); len(files) == 0 {
 			t.Fatalf("no file holds %q before the erase: the search would prove nothing", m)
 		}
 	}
@@ -125,11 +143,11 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 	if got := s.listed(t, era); !slices.Equal(got, []string{"s2"}) {
 		t.Errorf("era lists %v after the erase, want [s2]", got)
 	}
-	if files := s.filesHolding(t, inSession); len(files) > 0 {
+	if files := holding(inSession); len(files) > 0 {
 		t.Errorf("after the session's erase, files still hold its marker: %v", files)
 	}
 	for _, m := range []string{inDoc, inOther, inKeep} {
-		if files := s.filesHolding(t, m); len(files) == 0 {
+		if files := holding(m); len(files) == 0 {
 			t.Errorf("erasing era/s1 removed %q, which is not its", m)
 		}
 	}
@@ -160,11 +178,11 @@ func TestEraseLeavesNoTrace(t *testing.T) {
 	s.gone(t, "ingest/era/notes", "WorkflowId STARTS_WITH 'ingest/era/'")
 	s.noneListed(t, "WorkflowId STARTS_WITH 'erase/'")
 	for _, m := range []string{inSession, inDoc, inOther} {
-		if files := s.filesHolding(t, m); len(files) > 0 {
+		if files := holding(m); len(files) > 0 {
 			t.Errorf("after the tenant's erase, files still hold %q: %v", m, files)
 		}
 	}
-	if files := s.filesHolding(t, inKeep); len(files) == 0 {
+	if files := holding(inKeep); len(files) == 0 {
 		t.Errorf("erasing era removed keep's data")
 	}
 	var doc map[string]any
@@ -368,4 +386,60 @@ func TestRetentionSweep(t *testing.T) {
 	if lines := s.filesHolding(t, "actor=retention"); len(lines) == 0 {
 		t.Error("no audit line of the sweep")
 	}
+}
+
+// rowsHolding is every row, as text, of every table of the database at
+// url ("": none) that holds marker.
+func rowsHolding(t *testing.T, url, marker string) []string {
+	t.Helper()
+	if url == "" {
+		return nil
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	rows.Close()
+	if len(tables) == 0 {
+		t.Fatal("the database has no tables: the search would prove nothing")
+	}
+	var out []string
+	for _, table := range tables {
+		// bytea as escaped text would hide the marker: decode it too.
+		r, err := db.QueryContext(t.Context(), fmt.Sprintf(`SELECT t::text FROM %q t`, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Next() {
+			var row string
+			if err := r.Scan(&row); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(row, marker) || strings.Contains(row, hex.EncodeToString([]byte(marker))) {
+				out = append(out, table+": "+convoClip(row))
+			}
+		}
+		r.Close()
+	}
+	return out
+}
+
+func convoClip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
