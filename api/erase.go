@@ -74,12 +74,27 @@ func Erase(ctx context.Context, c client.Client, namespace, id string, req activ
 		return n, err
 	}
 	if err := run.Get(ctx, &n); err != nil {
+		if ctx.Err() != nil { // still erasing: its run is deleted when it ends
+			go func() {
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Hour)
+				defer cancel()
+				if run.Get(bctx, nil) == nil {
+					_ = deleteRun(bctx, c, namespace, run.GetID())
+				}
+			}()
+		}
 		return n, err
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if _, err := activities.DeleteWorkflows(dctx, c, namespace, "WorkflowId = '"+run.GetID()+"'", []string{run.GetID()}, 30*time.Second); err != nil {
+	if err := deleteRun(ctx, c, namespace, run.GetID()); err != nil {
 		return n, fmt.Errorf("the erase is done, but its own workflow %s was not deleted: %w", run.GetID(), err)
 	}
 	return n, nil
+}
+
+// deleteRun deletes an erase's own workflow run once it has ended.
+func deleteRun(ctx context.Context, c client.Client, namespace, wid string) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, err := activities.DeleteWorkflows(dctx, c, namespace, "WorkflowId = '"+wid+"'", []string{wid}, 30*time.Second)
+	return err
 }
