@@ -99,11 +99,12 @@ start() {
 
   # Temporal's schema, by Temporal's own tool, as compose and Kubernetes set
   # it up (deploy/temporal-schema.sh); the transcripts' database.
-  (cd "$root" && go build -o "$dir/temporal-sql-tool" go.temporal.io/server/cmd/tools/sql)
+  local tool # built once, kept in Go's build cache
+  tool=$(cd "$root" && go tool -n go.temporal.io/server/cmd/tools/sql)
   export SQL_HOST=127.0.0.1 SQL_PORT=$pgport SQL_USER=ctxflow
-  TEMPORAL_SQL_TOOL=$dir/temporal-sql-tool sh "$root/deploy/temporal-schema.sh" >"$dir/schema.log" 2>&1 ||
+  TEMPORAL_SQL_TOOL=$tool sh "$root/deploy/temporal-schema.sh" >"$dir/schema.log" 2>&1 ||
     { cat "$dir/schema.log" >&2; exit 1; }
-  "$dir/temporal-sql-tool" --plugin postgres12 --db ctxflow create-database >>"$dir/schema.log" 2>&1 || true # there after the first start
+  "$tool" --plugin postgres12 --db ctxflow create-database >>"$dir/schema.log" 2>&1 || true # there after the first start
 
   export TEMPORAL_ADDRESS=127.0.0.1:$temporal CTXFLOW_LOG_LEVEL=${CTXFLOW_LOG_LEVEL:-info}
   CTXFLOW_TEMPORAL_PORT=$temporal CTXFLOW_UI_PORT=$ui launch temporal "$bin" temporal \
