@@ -93,7 +93,10 @@ start() {
   fi
 
   local pg base
-  pg=$("$root/scripts/postgres.sh" start "$dir/postgres")
+  pg=$("$root/scripts/postgres.sh" start "$dir/postgres") || {
+    echo "cluster.sh: PostgreSQL did not start (as root, it runs as the user postgres, who must be able to reach $dir/postgres: each directory above it searchable)" >&2
+    exit 1
+  }
   base=${pg%%/postgres\?*} # postgres://ctxflow@127.0.0.1:PORT
   local pgport=${base##*:}
 
