@@ -459,6 +459,25 @@ func (s *Store) DeleteDocument(ctx context.Context, documentID string) error {
 	return nil
 }
 
+// EraseTenant implements [activities.TenantEraser]: it deletes every chunk
+// whose metadata names the tenant (chunks of documents whose workflows are
+// no longer listed too). Milvus drops the deleted rows' bytes when it
+// compacts the segments, on its own schedule.
+func (s *Store) EraseTenant(ctx context.Context, tenant string) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	expr, err := filterExpr(map[string]string{activities.MetaTenant: tenant})
+	if err != nil {
+		return err
+	}
+	if _, err := s.client.Delete(ctx, milvusclient.NewDeleteOption(s.name).WithExpr(expr)); err != nil {
+		return fmt.Errorf("milvus delete the chunks of tenant %s in %s: %w", tenant, s.name, err)
+	}
+	return nil
+}
+
 // Info describes the collection; Count is Milvus's count(*) at Strong
 // consistency.
 func (s *Store) Info(ctx context.Context) (activities.CollectionInfo, error) {

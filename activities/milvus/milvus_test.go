@@ -402,6 +402,29 @@ func TestEscaping(t *testing.T) {
 	}
 }
 
+// TestEraseTenant deletes one tenant's chunks, by their metadata, and no
+// other's.
+func TestEraseTenant(t *testing.T) {
+	f, addr := startFake(t)
+	s := openT(t, Options{Address: addr, Collection: newName("erase"), Dimension: 2})
+	if err := s.Upsert(ctx, []activities.Chunk{
+		{ID: "a", DocumentID: "acme/d", Text: "x", Vector: []float32{1, 0}, Metadata: map[string]string{activities.MetaTenant: "acme"}},
+		{ID: "b", DocumentID: "acme/e", Text: "y", Vector: []float32{1, 0}, Metadata: map[string]string{activities.MetaTenant: "acme"}},
+		{ID: "c", DocumentID: "d", Text: "z", Vector: []float32{1, 0}, Metadata: map[string]string{activities.MetaTenant: "beta"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EraseTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if want := `metadata["tenant"] == "acme"`; f.requests().deletes[len(f.requests().deletes)-1].GetExpr() != want {
+		t.Errorf("delete expression %s, want %s", f.requests().deletes[len(f.requests().deletes)-1].GetExpr(), want)
+	}
+	if info, err := s.Info(ctx); err != nil || info.Count != 1 {
+		t.Errorf("after erasing acme: %+v, %v; want beta's 1 chunk", info, err)
+	}
+}
+
 func TestDimensionMismatchNeverSent(t *testing.T) {
 	f, addr := startFake(t)
 	s := openT(t, Options{Address: addr, Collection: newName("dim"), Dimension: 4})
