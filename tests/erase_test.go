@@ -177,6 +177,7 @@ func testErase(t *testing.T, databaseURL string) {
 	s.gone(t, "session/era/s2", "WorkflowId STARTS_WITH 'session/era/'")
 	s.gone(t, "ingest/era/notes", "WorkflowId STARTS_WITH 'ingest/era/'")
 	s.noneListed(t, "WorkflowId STARTS_WITH 'erase/'")
+	s.noneListed(t, "CtxTenant = 'era'") // no search attribute of the tenant's is left
 	for _, m := range []string{inSession, inDoc, inOther} {
 		if files := holding(m); len(files) > 0 {
 			t.Errorf("after the tenant's erase, files still hold %q: %v", m, files)
