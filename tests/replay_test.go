@@ -104,7 +104,9 @@ func TestRecordHistory(t *testing.T) {
 // takes one timer a TTL. (In session_fast_model_v1.json, recorded before
 // "quiet-fast-turns", they publish it; in _v2, recorded before
 // "idle-timer", each wait starts a timer of its own; _v3 was recorded
-// before "adopt-lost-turns", whose questions need not hang below a leaf.)
+// before "adopt-lost-turns", whose questions need not hang below a leaf;
+// _v4 before "coalesce-status", where every quiet turn publishes its
+// status.)
 // Same switch as TestRecordHistory.
 func TestRecordFastModelHistory(t *testing.T) {
 	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {

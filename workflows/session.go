@@ -61,12 +61,17 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 }
 
 type session struct {
-	st           SessionState
-	limits       Limits
-	key          activities.SessionKey
-	current      *TurnResult // the turn being processed
-	currentKind  string      // its kind
-	quiet        bool        // the turn being processed has not published "running" (oneTaskTurn)
+	st          SessionState
+	limits      Limits
+	key         activities.SessionKey
+	current     *TurnResult // the turn being processed
+	currentKind string      // its kind
+	quiet       bool        // the turn being processed has not published "running" (oneTaskTurn)
+	// Status writes of quiet turns in a burst (see publishLater).
+	coalesce     bool            // since the change "coalesce-status"
+	published    time.Time       // when the status was last published
+	unpublished  bool            // a quiet turn's status waits for flush
+	flush        workflow.Future // the timer that publishes it, nil for none
 	closing      *CloseRequest
 	closed       bool          // the close request is done (the transcript deleted)
 	afterClose   []TurnRequest // turns that came after the close request
@@ -254,13 +259,14 @@ func (s *session) setup(ctx workflow.Context) error {
 // that arrives while it saves its snapshot keeps it going.
 func (s *session) run(ctx workflow.Context) error {
 	idle := newIdleTimer(ctx, s.limits.IdleTTL)
+	s.coalesce = workflow.GetVersion(ctx, "coalesce-status", workflow.DefaultVersion, 1) >= 1
 	canContinue := func() bool { return s.continueAsNewDue(ctx) && workflow.AllHandlersFinished(ctx) }
 	if idle.each { // these runs went round the loop, a timer each time, until the handlers finished
 		canContinue = func() bool { return s.continueAsNewDue(ctx) }
 	}
 	for {
 		ok, err := idle.await(func() bool {
-			return len(s.st.Pending) > 0 || s.compress || s.closing != nil || canContinue()
+			return len(s.st.Pending) > 0 || s.compress || s.closing != nil || canContinue() || s.flushDue()
 		})
 		if err != nil {
 			return err
@@ -277,6 +283,8 @@ func (s *session) run(ctx workflow.Context) error {
 			})
 		case len(s.st.Pending) > 0:
 			s.processNext(ctx)
+		case s.flushDue():
+			s.publishDeferred(ctx)
 		case s.compress:
 			s.compress = false
 			var trace TurnResult
@@ -649,6 +657,53 @@ func (s *session) processNext(ctx workflow.Context) {
 	}
 	s.st.Status = StatusIdle
 	s.st.UpdatedAt = completed
+	if s.quiet && s.publishLater(ctx) {
+		return
+	}
+	if err := s.publish(ctx); err != nil {
+		s.logger.Warn("publish status", "error", err)
+	}
+}
+
+// statusEvery is how often a session in a burst of quiet turns publishes
+// its status (see publishLater).
+const statusEvery = time.Second
+
+// publishLater defers the status of a quiet turn (a fast model's: the
+// published status never left "idle", only the turn count, the time, the
+// intent and the topic changed) when the last was published less than
+// statusEvery ago, and reports whether it did. In a burst of fast turns a
+// session then writes its search attributes about once a second instead
+// of once a turn: each write is a visibility task, which took a seventh of
+// the CPU of a turn on the embedded server (docs/benchmarks.md). A timer
+// publishes what is left when the burst ends; a turn that arrives later
+// than that publishes at once, as before. Runs started before the change
+// "coalesce-status" publish every turn.
+func (s *session) publishLater(ctx workflow.Context) bool {
+	now := workflow.Now(ctx)
+	if !s.coalesce || now.Sub(s.published) >= statusEvery {
+		return false
+	}
+	s.unpublished = true
+	if s.flush == nil {
+		s.flush = workflow.NewTimerWithOptions(ctx, s.published.Add(statusEvery).Sub(now), workflow.TimerOptions{Summary: "publish status"})
+	}
+	return true
+}
+
+// flushDue reports a deferred status whose timer fired.
+func (s *session) flushDue() bool { return s.flush != nil && s.flush.IsReady() }
+
+// publishDeferred publishes the status a quiet turn deferred, once its
+// timer fired (nothing when a later publish wrote it already).
+func (s *session) publishDeferred(ctx workflow.Context) {
+	if err := s.flush.Get(ctx, nil); err != nil {
+		s.logger.Warn("status timer", "error", err)
+	}
+	s.flush = nil
+	if !s.unpublished {
+		return
+	}
 	if err := s.publish(ctx); err != nil {
 		s.logger.Warn("publish status", "error", err)
 	}
@@ -715,6 +770,7 @@ func (s *session) publish(ctx workflow.Context) error {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		return fmt.Errorf("upsert search attributes of %s: %w", s.key, err)
 	}
+	s.published, s.unpublished = workflow.Now(ctx), false
 	return nil
 }
 

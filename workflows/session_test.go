@@ -656,6 +656,40 @@ func (h *harness) statuses() *[]string {
 	return &out
 }
 
+// TestBurstOfFastTurnsPublishesOnceASecond: quiet turns less than a
+// second after the last published status defer theirs; a timer publishes
+// the last of them when the burst ends, and a turn that comes later
+// publishes at once.
+func TestBurstOfFastTurnsPublishesOnceASecond(t *testing.T) {
+	h := newHarness(t)
+	at := []time.Duration{time.Second, 2 * time.Second, 2100 * time.Millisecond, 2200 * time.Millisecond, 2300 * time.Millisecond, 5 * time.Second}
+	var turns []*outcome
+	for i, d := range at {
+		turns = append(turns, h.update(d, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)}))
+	}
+	var published []string
+	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		status, _ := sa.GetKeyword(workflows.SAttrStatus)
+		n, _ := sa.GetInt64(workflows.SAttrTurns)
+		published = append(published, fmt.Sprintf("%s %d", status, n))
+	}).Return(nil)
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour, FastModel: 500 * time.Millisecond}))
+
+	for i, o := range turns {
+		if o.result.Status != workflows.TurnCompleted {
+			t.Errorf("turn %d: %+v", i, o.result)
+		}
+	}
+	// Start; t-0 runs (no answer time yet); t-1 a second later publishes;
+	// t-2…t-4 wait for the timer (3 s), which publishes 5 turns; t-5 at 5 s
+	// publishes at once.
+	want := []string{"idle 0", "running 0", "idle 1", "idle 2", "idle 5", "idle 6"}
+	if !slices.Equal(published, want) {
+		t.Errorf("published %q, want %q", published, want)
+	}
+}
+
 // TestTurnAnsweredInALostTaskGoesOn: a fast model's turn is one workflow
 // task; a worker lost after it stored the answer, before the task
 // completed, leaves the question and answer in the transcript, and the
