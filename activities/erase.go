@@ -152,6 +152,7 @@ func (a *Eraser) Erase(ctx context.Context, req EraseRequest) (EraseCounts, erro
 	if req.Tenant == "" {
 		return EraseCounts{}, Permanent(CodeInvalidArgument, "erase: no tenant", nil)
 	}
+	defer keepAlive(ctx)()
 	start := a.now()
 	var (
 		n   EraseCounts

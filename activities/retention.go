@@ -3,12 +3,10 @@ package activities
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 )
@@ -82,6 +80,7 @@ func (a *Eraser) SweepRetention(ctx context.Context) (SweepResult, error) {
 	if shortest == 0 {
 		return res, nil
 	}
+	defer keepAlive(ctx)()
 	now := a.now()
 	seen, err := a.sessionsSeen(ctx, now.Add(-shortest))
 	if err != nil {
@@ -109,44 +108,46 @@ func (a *Eraser) SweepRetention(ctx context.Context) (SweepResult, error) {
 }
 
 // sessionsSeen lists the sessions that may have been idle since before
-// cutoff, with their last activity: sessions a run of which started before
-// it (their current run says when they were last updated) and sessions
-// of the transcript store.
+// cutoff, with their last activity, from two visibility queries and no
+// call per session: the sessions with a run started before cutoff (the
+// latest update, start or close of those runs; a run updated since is
+// listed with its current CtxUpdatedAt) less those with a run started
+// after it (alive), and the sessions only the transcript store holds (its
+// last write).
 func (a *Eraser) sessionsSeen(ctx context.Context, cutoff time.Time) ([]SessionSeen, error) {
-	runs, err := a.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND StartTime < '%s'", sessionWorkflowType, cutoff.UTC().Format(time.RFC3339Nano)))
+	at := cutoff.UTC().Format(time.RFC3339Nano)
+	recent, err := a.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND StartTime >= '%s'", sessionWorkflowType, at))
+	if err != nil {
+		return nil, err
+	}
+	alive := map[SessionKey]bool{}
+	for _, r := range recent {
+		if t, id, ok := parseSessionWorkflowID(r.GetExecution().GetWorkflowId()); ok {
+			alive[SessionKey{Tenant: t, SessionID: id}] = true
+		}
+	}
+	old, err := a.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND StartTime < '%s'", sessionWorkflowType, at))
 	if err != nil {
 		return nil, err
 	}
 	var out []SessionSeen
-	ids := map[string]bool{}
-	for _, r := range runs {
-		ids[r.GetExecution().GetWorkflowId()] = true
-	}
-	for wid := range ids {
-		t, id, ok := parseSessionWorkflowID(wid)
-		if !ok {
+	for _, r := range old {
+		t, id, ok := parseSessionWorkflowID(r.GetExecution().GetWorkflowId())
+		k := SessionKey{Tenant: t, SessionID: id}
+		if !ok || alive[k] {
 			continue
 		}
-		desc, err := a.Temporal.DescribeWorkflowExecution(ctx, wid, "")
-		var notFound *serviceerror.NotFound
-		if errors.As(err, &notFound) {
-			continue // erased meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describe %s: %w", wid, err)
-		}
-		info := desc.GetWorkflowExecutionInfo()
-		last := info.GetStartTime().AsTime()
-		if c := info.GetCloseTime(); c != nil && c.AsTime().After(last) {
+		last := r.GetStartTime().AsTime()
+		if c := r.GetCloseTime(); c != nil && c.AsTime().After(last) {
 			last = c.AsTime()
 		}
-		if p := info.GetSearchAttributes().GetIndexedFields()["CtxUpdatedAt"]; p != nil {
+		if p := r.GetSearchAttributes().GetIndexedFields()["CtxUpdatedAt"]; p != nil {
 			var u time.Time
 			if err := converter.GetDefaultDataConverter().FromPayload(p, &u); err == nil && u.After(last) {
 				last = u
 			}
 		}
-		out = append(out, SessionSeen{Key: SessionKey{Tenant: t, SessionID: id}, Last: last})
+		out = append(out, SessionSeen{Key: k, Last: last})
 	}
 	if l, ok := a.Transcript.(SessionLister); ok {
 		stored, err := l.StoredSessions(ctx)
@@ -154,24 +155,9 @@ func (a *Eraser) sessionsSeen(ctx context.Context, cutoff time.Time) ([]SessionS
 			return nil, fmt.Errorf("list stored sessions: %w", err)
 		}
 		for _, s := range stored {
-			key := SessionKey{Tenant: s.Key.Tenant, SessionID: sessionOfKey(s.Key.SessionID)} // a task's is its session's
-			seen := SessionSeen{Key: key, Last: s.Updated}
-			wid := SessionWorkflowID(key.Tenant, key.SessionID)
-			if ids[wid] {
-				out = append(out, seen) // beside the run's: the latest decides
-				continue
-			}
-			// Not among the old runs: either gone from Temporal (then the
-			// store's time decides) or started after the cutoff (alive).
-			desc, err := a.Temporal.DescribeWorkflowExecution(ctx, wid, "")
-			var notFound *serviceerror.NotFound
-			switch {
-			case errors.As(err, &notFound):
-				out = append(out, seen)
-			case err != nil:
-				return nil, fmt.Errorf("describe %s: %w", wid, err)
-			case !desc.GetWorkflowExecutionInfo().GetStartTime().AsTime().After(cutoff):
-				out = append(out, seen)
+			k := SessionKey{Tenant: s.Key.Tenant, SessionID: sessionOfKey(s.Key.SessionID)} // a task's is its session's
+			if !alive[k] {                                                                  // beside its runs' times, if Temporal lists any: the latest decides
+				out = append(out, SessionSeen{Key: k, Last: s.Updated})
 			}
 		}
 	}
