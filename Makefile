@@ -21,7 +21,7 @@ FUZZ_MINIMIZE  ?= 100x
 # runs apart because its property tests take -rapid.checks.
 UNIT_PKGS   = $(shell $(GO) list ./... | grep -v -e /tests -e /internal/devserver -e /internal/eval -e /convo)
 
-.PHONY: record-histories all build run cluster cluster-stop test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench reliability eval clean
+.PHONY: record-histories all build run cluster cluster-stop test ollama unit convo-test fuzz e2e lint depcheck sizecheck bench profile reliability eval clean
 
 all: lint test
 
@@ -158,6 +158,15 @@ bench:
 	    sed "s|^BenchmarkSearch|BenchmarkSearch/$$v/chunks=$$n|" bench/out/search.txt; \
 	  done; done; } >bench/out/bench.txt 2>&1 || { tail -40 bench/out/bench.txt; exit 1; }
 	$(GO) run ./bench/report -peer bench/out/peer.json -json $(BENCH_JSON) <bench/out/bench.txt
+
+## profile: where a turn's CPU goes, by component: a CPU profile of 10
+## sessions of chat turns with the server, the API and the worker in one
+## process (BenchmarkInProcess), read by bench/profile into a table.
+PROFILE_TURNS ?= 3000
+profile:
+	@mkdir -p bench/out
+	$(GO) test -run='^$$' -bench='^BenchmarkInProcess$$' -benchtime=$(PROFILE_TURNS)x -cpuprofile=bench/out/cpu.out -o bench/out/tests.test ./tests/
+	$(GO) run ./bench/profile -turns $(PROFILE_TURNS) bench/out/cpu.out
 
 ## reliability: the fault suite at full size, with four busy loops a core
 ## beside it (CTXFLOW_CPU_HOG) — 100 worker kills (SIGKILL) over 20

@@ -189,30 +189,10 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
 			s := startStack(b, stackOptions{})
 			s.startWorker()
-			ctx := b.Context()
-			for i := range sessions { // start every session: the first turn starts its workflow
-				if _, _, err := s.turn(ctx, fmt.Sprintf("tp-%03d", i), "warm", "hello"); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var next atomic.Int64
-			var wg sync.WaitGroup
+			startSessions(b, s, sessions)
 			workerCPU, stackCPU := cpuTime(s.worker.Process.Pid), cpuTime(os.Getpid())
 			b.ResetTimer()
-			start := time.Now()
-			for i := range sessions {
-				wg.Go(func() {
-					for j := 0; next.Add(1) <= int64(b.N); j++ {
-						res, _, err := s.turn(ctx, fmt.Sprintf("tp-%03d", i), fmt.Sprintf("t%d", j), fmt.Sprintf("question %d", j))
-						if err != nil || res.Status != workflows.TurnCompleted {
-							b.Errorf("turn: %v %+v", err, res)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			took := time.Since(start)
+			took := driveTurns(b, s, sessions)
 			b.ReportMetric(float64(b.N)/took.Seconds(), "turns/s")
 			// Where the CPU goes: the worker process, and this one (the
 			// embedded server, the API, the fake model and the clients).
@@ -221,6 +201,68 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(peakRSS(s.worker.Process.Pid))/(1<<20), "worker-rss-MB")
 		})
 	}
+}
+
+// BenchmarkInProcess is BenchmarkThroughput's 10 sessions with the worker
+// in this process, so that one CPU profile holds a turn's every part (the
+// server, the API, the worker, the fake model and the clients): `make
+// profile` runs it and tells the parts apart (bench/profile).
+func BenchmarkInProcess(b *testing.B) {
+	s := startStack(b, stackOptions{})
+	for _, kv := range s.env {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ports, err := worker.BuildPorts(b.Context(), cfg, quietLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ports.Close() })
+	w := worker.New(s.client, ports, 0, worker.Version{})
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	startSessions(b, s, 10)
+	cpu := cpuTime(os.Getpid())
+	b.ResetTimer()
+	took := driveTurns(b, s, 10)
+	b.ReportMetric(float64(b.N)/took.Seconds(), "turns/s")
+	b.ReportMetric(float64(cpuTime(os.Getpid())-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/turn")
+}
+
+// startSessions starts n sessions tp-000 … with a first turn each.
+func startSessions(b *testing.B, s *stack, n int) {
+	for i := range n {
+		if _, _, err := s.turn(b.Context(), fmt.Sprintf("tp-%03d", i), "warm", "hello"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// driveTurns sends b.N chat turns from the n sessions of startSessions at
+// once, each session's one after another, and returns how long they took.
+func driveTurns(b *testing.B, s *stack, n int) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			for j := 0; next.Add(1) <= int64(b.N); j++ {
+				res, _, err := s.turn(b.Context(), fmt.Sprintf("tp-%03d", i), fmt.Sprintf("t%d", j), fmt.Sprintf("question %d", j))
+				if err != nil || res.Status != workflows.TurnCompleted {
+					b.Errorf("turn: %v %+v", err, res)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
 }
 
 // peakRSS is a process's peak resident set size in bytes (VmHWM), 0 if
