@@ -209,20 +209,7 @@ func BenchmarkThroughput(b *testing.B) {
 // profile` runs it and tells the parts apart (bench/profile).
 func BenchmarkInProcess(b *testing.B) {
 	s := startStack(b, stackOptions{})
-	for _, kv := range s.env {
-		k, v, _ := strings.Cut(kv, "=")
-		b.Setenv(k, v)
-	}
-	cfg, err := config.Load()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ports, err := worker.BuildPorts(b.Context(), cfg, quietLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ports.Close() })
-	w := worker.New(s.client, ports, 0, worker.Version{})
+	w := worker.New(s.client, s.inProcessPorts(b), 0, worker.Version{})
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}

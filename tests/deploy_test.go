@@ -9,7 +9,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -38,18 +37,7 @@ func TestDeployNewVersion(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	t.Setenv("CTXFLOW_DATA_DIR", s.dataDir)
-	t.Setenv("CTXFLOW_MODEL_PROVIDER", "offline")
-	t.Setenv("CTXFLOW_TRANSCRIPT_FSYNC", "false")
-	cfg, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports, err := worker.BuildPorts(ctx, cfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ports.Close()
+	ports := s.inProcessPorts(t, "CTXFLOW_MODEL_PROVIDER=offline")
 	v1 := worker.Version{Deployment: "ctxflow-test", BuildID: "v1"}
 	v2 := worker.Version{Deployment: "ctxflow-test", BuildID: "v2"}
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
-	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -142,18 +141,7 @@ func TestTaskHistoryBytes(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	t.Setenv("CTXFLOW_DATA_DIR", s.dataDir)
-	t.Setenv("CTXFLOW_MODEL_PROVIDER", "offline")
-	t.Setenv("CTXFLOW_TRANSCRIPT_FSYNC", "false")
-	cfg, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports, err := worker.BuildPorts(ctx, cfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ports.Close()
+	ports := s.inProcessPorts(t, "CTXFLOW_MODEL_PROVIDER=offline")
 	for _, steps := range []int{50, 200} {
 		ports.Agent.Planner = longPlanner{steps: steps}
 		w := worker.New(s.client, ports, 0, worker.Version{})

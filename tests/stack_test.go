@@ -34,10 +34,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ctxflow/ctxflow/api"
+	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/internal/cpuhog"
 	"github.com/ctxflow/ctxflow/internal/devserver"
 	"github.com/ctxflow/ctxflow/internal/pgtest"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
+	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -149,6 +151,27 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	}
 	t.Cleanup(s.killWorker)
 	return s
+}
+
+// inProcessPorts builds a worker's ports in this process, from the
+// stack's environment and the extra settings (NAME=value), for a worker
+// that runs in the test's process; they close when the test ends.
+func (s *stack) inProcessPorts(tb testing.TB, extra ...string) *worker.Ports {
+	tb.Helper()
+	for _, kv := range append(slices.Clone(s.env), extra...) {
+		k, v, _ := strings.Cut(kv, "=")
+		tb.Setenv(k, v)
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ports, err := worker.BuildPorts(tb.Context(), cfg, quietLogger())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = ports.Close() })
+	return ports
 }
 
 // startWorker starts a `ctxflow worker` child process.

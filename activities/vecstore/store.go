@@ -621,6 +621,12 @@ func (s *Store) DeleteDocument(ctx context.Context, documentID string) error {
 	for id := range set {
 		ids = append(ids, id)
 	}
+	return s.deleteChunks(ids)
+}
+
+// deleteChunks removes the chunks ids from the log, the index and the
+// keyword index (the caller holds the lock).
+func (s *Store) deleteChunks(ids []string) error {
 	slices.Sort(ids)
 	if err := s.write(frame(nil, encodeDelete(nil, ids))); err != nil {
 		return err
@@ -1015,20 +1021,7 @@ func (s *Store) EraseTenant(ctx context.Context, tenant string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	slices.Sort(ids)
-	if err := s.write(frame(nil, encodeDelete(nil, ids))); err != nil {
-		return err
-	}
-	batch := s.text.NewBatch()
-	for _, id := range ids {
-		s.remove(id)
-		batch.Delete(id)
-	}
-	s.maybeIndex()
-	if err := s.text.Batch(batch); err != nil {
-		return fmt.Errorf("vecstore: keyword index: %w", err)
-	}
-	return s.compactIfDue()
+	return s.deleteChunks(ids)
 }
 
 // Scrub implements [activities.Scrubber]: a deleted chunk's text stays in
