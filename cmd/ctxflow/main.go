@@ -147,6 +147,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 
+	// Before any SDK worker starts, the embedded server's own included:
+	// else the SDK hashes the whole executable for its checksum.
+	worker.SetBinaryChecksum()
 	switch args[0] {
 	case "dev":
 		err = runDev(ctx, cfg, log, stdout, tel)
@@ -381,7 +384,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, c client.Cl
 			log.Warn("close ports", "error", err)
 		}
 	}()
-	worker.SetBinaryChecksum()
 	w := worker.New(c, ports, cfg.WorkerActivities, worker.VersionOf(cfg))
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
