@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 
@@ -58,13 +59,17 @@ func TestIntentsRouteTurns(t *testing.T) {
 	if strings.Join(got, ",") != "chitchat,qa,task,clarify" || st.LastIntent != "clarify" {
 		t.Errorf("state intents %v, last %q", got, st.LastIntent)
 	}
-	desc, err := s.client.DescribeWorkflowExecution(ctx, workflows.SessionWorkflowID(workflows.DefaultTenant, "intents"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The search attribute follows within a second: a burst of fast turns
+	// publishes its status once a second ("coalesce-status").
 	var last string
-	if p := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["CtxLastIntent"]; p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &last)
+	for deadline := time.Now().Add(10 * time.Second); last != "clarify" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		desc, err := s.client.DescribeWorkflowExecution(ctx, workflows.SessionWorkflowID(workflows.DefaultTenant, "intents"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["CtxLastIntent"]; p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &last)
+		}
 	}
 	if last != "clarify" {
 		t.Errorf("CtxLastIntent = %q", last)

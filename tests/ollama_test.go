@@ -151,11 +151,13 @@ func TestSessionMovesFromOfflineToOllama(t *testing.T) {
 		strings.HasPrefix(second.Answer, "(offline engine)") {
 		t.Fatalf("turn after the switch = %+v", second)
 	}
-	i := slices.IndexFunc(second.Steps, func(s workflows.Step) bool { return s.Name == "corrective_rag" })
-	if i < 0 || second.Steps[i].Details["engine"] != "ollama" {
+	// The qa turn's answer is the session's generate step (the corrective
+	// loop chooses the documents).
+	i := slices.IndexFunc(second.Steps, func(s workflows.Step) bool { return s.Name == "generate" })
+	if i < 0 || second.Steps[i].Details["engine"] != "ollama" || !slices.ContainsFunc(second.Steps, func(s workflows.Step) bool { return s.Name == "corrective_rag" }) {
 		t.Fatalf("steps = %+v", second.Steps)
 	}
-	t.Logf("corrective step after the switch: %v", second.Steps[i].Details)
+	t.Logf("generate step after the switch: %v", second.Steps[i].Details)
 	if second.SessionInfo.Turns != 2 {
 		t.Errorf("session info = %+v", second.SessionInfo)
 	}

@@ -39,6 +39,9 @@ func (s apiClient) retrieved(t *testing.T, session, turnID, q string) []string {
 	for _, d := range res.RetrievedDocs {
 		ids = append(ids, d.Source)
 	}
+	if len(ids) == 0 { // why, should the caller have wanted some
+		t.Logf("turn %s retrieved nothing: %+v", turnID, res.Steps)
+	}
 	return ids
 }
 

@@ -377,9 +377,9 @@ func (c *corrective) generate(ctx workflow.Context) error {
 	}
 	c.res.Retrieval.TotalDocuments = len(c.res.Retrieval.Documents)
 	c.res.Retrieval.FilteredDocuments = len(docs)
-	if c.in.Choose {
+	if c.in.Choose { // the session's generate step answers from them
 		c.res.Chosen = docs
-		c.decide(fmt.Sprintf("chose %d documents %v → the session answers", len(docs), ids))
+		c.decide("generate")
 		return nil
 	}
 	return c.node(ctx, "generate", len(c.res.RewriteHistory), func() (string, error) {
