@@ -1,11 +1,11 @@
 package lexical
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"strings"
 	"testing"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 )
 
 // Ten-message conversations in each language (the offline engine's

@@ -1,12 +1,13 @@
 package lexical
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"math"
 	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 )
 
 func cosine(a, b []float32) float64 {

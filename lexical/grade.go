@@ -145,7 +145,9 @@ func grade(query, doc string, topical bool) GradeResult {
 		total += k.weight
 		var ok bool
 		if !isChinese(k.text) && !strings.Contains(k.text, " ") {
-			ok = dWords[k.text] // whole words: "8" is not in "2018"
+			// Whole words ("8" is not in "2018"), stemmed as the
+			// document's are: an entity such as "widgets4ds" is there.
+			ok = dWords[k.text] || dWords[stem(k.text)]
 		} else {
 			ok = strings.Contains(d, k.text) ||
 				(utf8.RuneCountInString(k.text) >= 4 && coverage(bigrams(k.text), dGrams) >= 0.5)

@@ -1,10 +1,12 @@
 package lexical
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 )
 
 func TestGradeOrdering(t *testing.T) {
@@ -82,4 +84,15 @@ func TestGradeProperties(t *testing.T) {
 			t.Fatalf("%q not relevant to itself: %+v", q, Grade(q, q))
 		}
 	})
+}
+
+// TestGradeFindsAnEntityTheStemmerCuts: a document's words are stemmed, so
+// a query entity that ends like a plural ("…ds") is found by its stem too.
+func TestGradeFindsAnEntityTheStemmerCuts(t *testing.T) {
+	for _, marker := range []string{"keeptenantdn6udx8nt4ds", "widgets", "notes"} {
+		g := Grade("What colour is the "+marker+" widget?", "The "+marker+" widget is teal.")
+		if !g.Relevant || strings.Contains(g.Reason, "lacks") {
+			t.Errorf("%s: %+v", marker, g)
+		}
+	}
 }

@@ -1,13 +1,13 @@
 package lexical
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 )
 
 func TestRewrite(t *testing.T) {

@@ -1,13 +1,13 @@
 package offline
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"slices"
 	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
 
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"github.com/ctxflow/ctxflow/lexical"
 )
 

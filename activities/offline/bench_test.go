@@ -1,10 +1,10 @@
 package offline
 
 import (
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"testing"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 )
 
 func BenchmarkSummarize(b *testing.B) {

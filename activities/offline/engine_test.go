@@ -3,7 +3,6 @@ package offline
 import (
 	"context"
 	"errors"
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"github.com/ctxflow/ctxflow/lexical"
 )
 

@@ -2,13 +2,13 @@ package offline
 
 import (
 	"encoding/json"
-	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/ctxflow/ctxflow/convo"
+	"github.com/ctxflow/ctxflow/internal/proptest/talk"
 	"github.com/ctxflow/ctxflow/lexical"
 )
 
