@@ -339,20 +339,28 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		})
 		return correctiveDetails(childID, out), err
 	})
+	var gen activities.GenerateResult
 	if own {
 		if err != nil {
-			return activities.GenerateResult{}, err
+			return gen, err
 		}
 		// Documents that passed before a failed retrieval are still used.
 		genIn.UseDocs, genIn.Docs = len(out.Chosen) > 0 || out.Retrieval.Error == "", out.Chosen
-		gen, err := s.generate(ctx, genIn, cfg, res)
+		gen, err = s.generate(ctx, genIn, cfg, res)
 		gen.Docs, gen.RetrievalError = out.Chosen, out.Retrieval.Error
-		if rq.Rewritten {
-			gen.RewrittenQuery = rq.Question
-		}
-		return gen, err
+	} else {
+		gen = s.childAnswer(cfg, out)
 	}
-	for _, n := range out.Workflow.NodeExecutions { // the answer's time tells how fast the model is
+	if rq.Rewritten {
+		gen.RewrittenQuery = rq.Question
+	}
+	return gen, err
+}
+
+// childAnswer is the answer of a corrective child that generated it
+// (sessions before "qa-own-generate"); its time tells how fast the model is.
+func (s *session) childAnswer(cfg SessionConfig, out CorrectiveResult) activities.GenerateResult {
+	for _, n := range out.Workflow.NodeExecutions {
 		if n.Node == "generate" && n.Status == "ok" {
 			s.observeModel(cfg.LLMModel, time.Duration(n.DurationMS)*time.Millisecond)
 		}
@@ -362,15 +370,12 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, CountedTokens: out.CountedTokens,
 		RetrievalError: out.Retrieval.Error,
 	}
-	if rq.Rewritten {
-		gen.RewrittenQuery = rq.Question
-	}
 	for _, d := range out.Retrieval.Documents {
 		if d.Used {
 			gen.Docs = append(gen.Docs, d.Doc)
 		}
 	}
-	return gen, err
+	return gen
 }
 
 // correctiveBudget bounds a corrective child workflow: each round's
