@@ -132,9 +132,11 @@ func TestRecordFastModelHistory(t *testing.T) {
 
 // TestRecordQAHistory records a session on the qa route (a turn through the
 // corrective child workflow, a follow-up rewritten first, small talk) and
-// the child's own history. (qa_session.json and qa_corrective_child.json
-// were recorded before "qa-own-generate", when the child answered.) Same
-// switch as TestRecordHistory.
+// the child's own history: the follow-up's child retrieves in its workflow
+// task (the first retrieval was fast). (qa_session.json and
+// qa_corrective_child.json were recorded before "qa-own-generate", when the
+// child answered; qa_session_own_generate.json and qa_corrective_choose.json
+// before "fast-retrieve".) Same switch as TestRecordHistory.
 func TestRecordQAHistory(t *testing.T) {
 	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
 		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
@@ -151,8 +153,8 @@ func TestRecordQAHistory(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second) // past the idle TTL
 	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "qa")
-	writeHistory(t, ctx, s, wid, "", "testdata/qa_session_own_generate.json")
-	writeHistory(t, ctx, s, workflows.QAWorkflowID(workflows.DefaultTenant, "qa", "q1"), "", "testdata/qa_corrective_choose.json")
+	writeHistory(t, ctx, s, wid, "", "testdata/qa_session_fast_retrieve.json")
+	writeHistory(t, ctx, s, workflows.QAWorkflowID(workflows.DefaultTenant, "qa", "q1"), "", "testdata/qa_corrective_fast_retrieve.json")
 }
 
 // TestRecordTaskHistory records a session whose agent task pauses after 2

@@ -80,14 +80,15 @@ func modelCall(ctx workflow.Context, limits Limits, fast bool, summary string, a
 	return false, workflow.ExecuteActivity(activityCtx(ctx, limits, summary, limits.LLMTimeout, attempts), fn, arg).Get(ctx, out)
 }
 
-// inTaskCall is modelCall's one attempt in the workflow task; done is false
-// when it failed for a reason a retry may fix (logged).
+// inTaskCall is one attempt of a fast call (a model's, or retrieval's) in
+// the workflow task; done is false when it failed for a reason a retry may
+// fix (logged): the caller makes it again as an activity.
 func inTaskCall(ctx workflow.Context, limits Limits, summary string, fn, arg, out any) (done bool, err error) {
-	err = workflow.ExecuteLocalActivity(fastModelCtx(ctx, limits, summary+" (fast model, in the workflow task)"), fn, arg).Get(ctx, out)
+	err = workflow.ExecuteLocalActivity(fastModelCtx(ctx, limits, summary+" (fast, in the workflow task)"), fn, arg).Get(ctx, out)
 	if err == nil || permanent(err) {
 		return true, err
 	}
-	workflow.GetLogger(ctx).Info("fast model call failed in the workflow task; calling it as an activity", "call", summary, "error", err)
+	workflow.GetLogger(ctx).Info("fast call failed in the workflow task; calling it as an activity", "call", summary, "error", err)
 	return false, nil
 }
 

@@ -47,6 +47,9 @@ type CorrectiveInput struct {
 	// FastModel calls the model in the workflow task (see
 	// Limits.FastModel): the session has seen it answer fast.
 	FastModel bool `json:"fastModel,omitempty"`
+	// FastRetrieve retrieves in the workflow task: the session has seen
+	// retrieval take less than Limits.FastModel.
+	FastRetrieve bool `json:"fastRetrieve,omitempty"`
 }
 
 // CorrectiveResult is seed 003's response (without its "success").
@@ -138,6 +141,9 @@ type NodeExecution struct {
 	StartedAt  time.Time `json:"startedAt"`
 	DurationMS int64     `json:"durationMs"`
 	Detail     string    `json:"detail,omitempty"`
+	// InWorkflowTask: the node's call ran in the workflow task (a local
+	// activity), not as an activity.
+	InWorkflowTask bool `json:"inWorkflowTask,omitempty"`
 }
 
 // CorrectiveRAGWorkflow runs seed 003's loop: retrieve (with the relevance
@@ -232,12 +238,20 @@ func (c *corrective) run(ctx workflow.Context) error {
 // retrieval failed: the answer goes on without documents).
 func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) ([]activities.RetrievedDoc, bool) {
 	var out activities.RetrieveResult
+	in := activities.RetrieveInput{
+		Query: query, TopK: c.in.TopK, SimilarityThreshold: c.in.SimilarityThreshold,
+		Mode: activities.SearchMode(c.in.SearchMode), Topic: c.in.Topic, Tenant: c.in.Tenant,
+	}
+	summary := fmt.Sprintf("retrieve top %d for %q", c.in.TopK, convo.Clip(query, 60))
+	inTask := false
 	err := c.node(ctx, "retrieve", attempt, func() (string, error) {
-		err := workflow.ExecuteActivity(c.actx(ctx, fmt.Sprintf("retrieve top %d for %q", c.in.TopK, convo.Clip(query, 60)), time.Minute, 3),
-			ra.Retrieve, activities.RetrieveInput{
-				Query: query, TopK: c.in.TopK, SimilarityThreshold: c.in.SimilarityThreshold,
-				Mode: activities.SearchMode(c.in.SearchMode), Topic: c.in.Topic, Tenant: c.in.Tenant,
-			}).Get(ctx, &out)
+		var err error
+		if c.in.FastRetrieve { // one attempt in this workflow task, then as an activity
+			inTask, err = inTaskCall(ctx, c.in.Limits, summary, ra.Retrieve, in, &out)
+		}
+		if !inTask {
+			err = workflow.ExecuteActivity(c.actx(ctx, summary, time.Minute, 3), ra.Retrieve, in).Get(ctx, &out)
+		}
 		kept := 0
 		for _, d := range out.Docs {
 			if d.Kept {
@@ -246,6 +260,8 @@ func (c *corrective) retrieve(ctx workflow.Context, query string, attempt int) (
 		}
 		return fmt.Sprintf("%d documents, %d kept by the relevance filter", len(out.Docs), kept), err
 	})
+	nodes := c.res.Workflow.NodeExecutions
+	nodes[len(nodes)-1].InWorkflowTask = inTask
 	switch {
 	case err != nil:
 		c.res.Retrieval.Error = rootMessage(err)

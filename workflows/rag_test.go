@@ -32,6 +32,7 @@ type fakeKB struct {
 	count    int
 	searches []string
 	fail     map[string]bool // queries whose search fails
+	flaky    map[string]int  // queries whose next n searches fail
 	// any are the documents of a query docs does not list.
 	any []string
 }
@@ -47,6 +48,10 @@ func (k *fakeKB) Search(_ context.Context, req activities.SearchRequest) ([]acti
 	defer k.mu.Unlock()
 	k.searches = append(k.searches, req.Text)
 	if k.fail[req.Text] {
+		return nil, errors.New("vector store unreachable")
+	}
+	if k.flaky[req.Text] > 0 {
+		k.flaky[req.Text]--
 		return nil, errors.New("vector store unreachable")
 	}
 	var hits []activities.Hit
@@ -499,6 +504,36 @@ func TestCorrectiveZeroThresholdNeverRewrites(t *testing.T) {
 	}
 }
 
+// TestFastRetrievalRunsInTheWorkflowTask: with FastRetrieve the child
+// retrieves in its workflow task; a failure there that a retry may fix is
+// retried as an activity.
+func TestFastRetrievalRunsInTheWorkflowTask(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		fast       bool
+		flaky      int
+		inTaskRuns int
+		inTask     bool
+	}{
+		{"activity", false, 0, 0, false},
+		{"fast", true, 0, 1, true},
+		{"fast, failing once in the task", true, 1, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newRAGHarness(t, map[string][]string{"Pixel 8 price": {"GOOD The Pixel 8 costs 699 dollars."}}, nil, fakeGrader{})
+			h.kb.flaky = map[string]int{"Pixel 8 price": tc.flaky}
+			res := h.run(t, workflows.CorrectiveInput{Query: "Pixel 8 price", GradePassThreshold: 0.6, FastRetrieve: tc.fast})
+			n := res.Workflow.NodeExecutions[0]
+			if n.Node != "retrieve" || n.Status != "ok" || n.InWorkflowTask != tc.inTask || res.Retrieval.Error != "" || res.Retrieval.FilteredDocuments != 1 {
+				t.Errorf("retrieve node %+v, retrieval %+v", n, res.Retrieval)
+			}
+			if got := h.inTask["Retrieve"]; got != tc.inTaskRuns {
+				t.Errorf("retrievals in the workflow task: %d, want %d", got, tc.inTaskRuns)
+			}
+		})
+	}
+}
+
 func TestCorrectiveKeepsPassedDocumentsWhenALaterRetrievalFails(t *testing.T) {
 	h := newRAGHarness(t, map[string][]string{"Pixel 8 price": {"GOOD The Pixel 8 costs 699 dollars.", "noise"}}, []string{"r"}, fakeGrader{})
 	h.kb.fail = map[string]bool{"r": true}
@@ -535,6 +570,14 @@ func TestFastQATurnPublishesRunningWhenItLeavesTheTask(t *testing.T) {
 	}
 	if d := turns[2].result.Steps[1].Details; d["inWorkflowTask"] != true {
 		t.Errorf("rewrite_query of a fast model: %v", d)
+	}
+	// The first retrieval shows how fast it is; the next runs in the
+	// child's workflow task.
+	if d := turns[0].result.Steps[1].Details; d["retrieveInWorkflowTask"] != false {
+		t.Errorf("the session's first retrieval: %v", d)
+	}
+	if d := turns[2].result.Steps[2].Details; d["retrieveInWorkflowTask"] != true || turns[2].result.Steps[2].Name != "corrective_rag" {
+		t.Errorf("a retrieval after a fast one: %v", d)
 	}
 	// Start; t-1 (no answer time yet); t-2 (quiet); t-3 (running before its child).
 	if got, want := *statuses, []string{"idle", "running", "idle", "idle", "running", "idle"}; !slices.Equal(got, want) {

@@ -70,6 +70,11 @@ func correctiveDetails(childID string, out CorrectiveResult) map[string]any {
 	if g.Degraded != "" {
 		d["graderDegraded"] = g.Degraded
 	}
+	for _, n := range out.Workflow.NodeExecutions {
+		if n.Node == "retrieve" {
+			d["retrieveInWorkflowTask"] = n.InWorkflowTask // the last round's
+		}
+	}
 	if out.Retrieval.Error != "" {
 		d["retrievalError"] = out.Retrieval.Error
 	}

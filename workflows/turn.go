@@ -260,14 +260,42 @@ func (s *session) observeModel(model string, took time.Duration) {
 	if s.limits.FastModel <= 0 {
 		return
 	}
-	ms := float64(took.Milliseconds())
 	if s.st.ModelMS == nil {
 		s.st.ModelMS = map[string]float64{}
 	}
-	if old, ok := s.st.ModelMS[model]; ok {
+	old, ok := s.st.ModelMS[model]
+	s.st.ModelMS[model] = runningMS(old, ok, took)
+}
+
+// runningMS folds one time into a running average of milliseconds.
+func runningMS(old float64, known bool, took time.Duration) float64 {
+	ms := float64(took.Milliseconds())
+	if known {
 		ms = 0.7*old + 0.3*ms
 	}
-	s.st.ModelMS[model] = ms
+	return ms
+}
+
+// fastRetrieve reports retrieval that has taken less than
+// Limits.FastModel in this session, as a fast model's answers: the
+// corrective child retrieves in its workflow task, which saves it a
+// workflow task and a round trip through the server.
+func (s *session) fastRetrieve(ctx workflow.Context) bool {
+	if s.limits.FastModel <= 0 || s.st.RetrieveMS <= 0 || s.st.RetrieveMS >= float64(s.limits.FastModel.Milliseconds()) {
+		return false
+	}
+	// Runs recorded before it retrieved as an activity only.
+	return workflow.GetVersion(ctx, "fast-retrieve", workflow.DefaultVersion, 1) >= 1
+}
+
+// observeRetrieve folds the corrective child's retrievals into
+// RetrieveMS (a retrieval under a millisecond counts as one: known).
+func (s *session) observeRetrieve(out CorrectiveResult) {
+	for _, n := range out.Workflow.NodeExecutions {
+		if n.Node == "retrieve" && n.Status == "ok" && s.limits.FastModel > 0 {
+			s.st.RetrieveMS = runningMS(s.st.RetrieveMS, s.st.RetrieveMS > 0, time.Duration(max(n.DurationMS, 1))*time.Millisecond)
+		}
+	}
 }
 
 // save stores the answer: the save step.
@@ -321,6 +349,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
 		MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
 		Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Choose: own, Limits: s.limits, FastModel: fast,
+		FastRetrieve: s.fastRetrieve(ctx),
 	}
 	if !own {
 		child.Generate = &genIn
@@ -339,6 +368,7 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		})
 		return correctiveDetails(childID, out), err
 	})
+	s.observeRetrieve(out)
 	var gen activities.GenerateResult
 	if own {
 		if err != nil {

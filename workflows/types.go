@@ -323,7 +323,11 @@ type SessionState struct {
 	// session, in milliseconds: below Limits.FastModel it is called in the
 	// turn's workflow task.
 	ModelMS map[string]float64 `json:"modelMs,omitempty"`
-	Pending []TurnRequest      `json:"pending,omitempty"`
+	// RetrieveMS is the running average time of the qa route's
+	// retrievals, in milliseconds: below Limits.FastModel the corrective
+	// child retrieves in its workflow task.
+	RetrieveMS float64       `json:"retrieveMs,omitempty"`
+	Pending    []TurnRequest `json:"pending,omitempty"`
 	// Recent are the results of the last turns, newest last, for the turn
 	// and steps queries and for idempotency (older repeats are caught by
 	// the transcript store).
