@@ -1,6 +1,8 @@
 package offline
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/ctxflow/ctxflow/convo"
@@ -15,5 +17,26 @@ func BenchmarkSummarize(b *testing.B) {
 		"Which one is cheaper?", "The Pixel 8 costs $699 and the Pixel 8 Pro $999.")...)
 	for b.Loop() {
 		Summarize("User: lives in Berlin.", msgs, 200, nil)
+	}
+}
+
+// BenchmarkAnswerIn answers BenchmarkQATurn's question from five chunks of
+// the project's README, as the qa turn's generate step does.
+func BenchmarkAnswerIn(b *testing.B) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var docs []Document
+	for text := string(readme); len(docs) < 5 && text != ""; {
+		n := min(len(text), 1200)
+		for n < len(text) && text[n] != '\n' {
+			n++
+		}
+		docs = append(docs, Document{ID: fmt.Sprintf("readme-%d", len(docs)), Text: text[:n]})
+		text = text[n:]
+	}
+	for b.Loop() {
+		AnswerIn("Which vector stores can hold the knowledge base?", docs, false)
 	}
 }

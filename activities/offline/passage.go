@@ -21,6 +21,8 @@ type passage struct {
 	section string
 	// title is the document's title: a heading on its first line.
 	title string
+	// lower and lowerSection are text and section in lower case.
+	lower, lowerSection string
 }
 
 // headingLine is a Markdown ATX heading: "## 屏幕", "# Pixel 8 #".
@@ -60,7 +62,8 @@ func passages(i int, d Document) []passage {
 				continue
 			}
 			seen[s] = true
-			out = append(out, passage{doc: i, pos: len(out), text: s, section: section, title: title})
+			out = append(out, passage{doc: i, pos: len(out), text: s, section: section, title: title,
+				lower: strings.ToLower(s), lowerSection: strings.ToLower(section)})
 		}
 	}
 	return out

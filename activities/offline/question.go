@@ -20,6 +20,9 @@ type question struct {
 	// their weights among the passages that may answer (see weigh).
 	aspects []string
 	weights []float64
+	// cues are the value kinds the aspects name, nil for none (see
+	// kindOfCue; set with the weights).
+	cues []*valueKind
 	// wants are the kinds of value that answer it ("多少钱" → money).
 	wants []valueKind
 	// defined is X of "what is X?" / "什么是X", lower case, or "".
@@ -182,13 +185,19 @@ func sameWord(a, b string) bool {
 	if a == b {
 		return true
 	}
-	for _, suffix := range []string{"s", "es"} {
-		if a+suffix == b || b+suffix == a {
-			return true
-		}
+	if len(a) > len(b) {
+		a, b = b, a
 	}
-	return strings.HasSuffix(a, "ies") && strings.TrimSuffix(a, "ies")+"y" == b ||
-		strings.HasSuffix(b, "ies") && strings.TrimSuffix(b, "ies")+"y" == a
+	if rest := b[len(a):]; (rest == "s" || rest == "es") && b[:len(a)] == a {
+		return true
+	}
+	return iesY(a, b) || iesY(b, a)
+}
+
+// iesY reports whether plural ends in "ies" where word ends in "y", on
+// the same stem ("stories", "story").
+func iesY(plural, word string) bool {
+	return strings.HasSuffix(plural, "ies") && strings.HasSuffix(word, "y") && plural[:len(plural)-3] == word[:len(word)-1]
 }
 
 // mentions reports whether lower (lower case) names term: as it is, for
@@ -199,10 +208,19 @@ func mentions(lower, term string) bool {
 		return true
 	}
 	if isLatinWord(term) {
-		for _, w := range strings.FieldsFunc(lower, func(r rune) bool { return r > unicode.MaxASCII || !isWordByte(byte(r)) }) {
-			if sameWord(w, term) {
+		for i := 0; i < len(lower); { // each run of Latin letters and digits
+			if !isWordByte(lower[i]) {
+				i++
+				continue
+			}
+			j := i + 1
+			for j < len(lower) && isWordByte(lower[j]) {
+				j++
+			}
+			if sameWord(lower[i:j], term) {
 				return true
 			}
+			i = j
 		}
 		return false
 	}

@@ -68,7 +68,7 @@ func (q question) candidate(doc string, p passage) (candidate, bool) {
 	if !ok {
 		return candidate{}, false
 	}
-	lower := strings.ToLower(p.text)
+	lower := p.lower
 	c := candidate{passage: p, share: share, naming: q.naming(doc, p)}
 	c.score = share + mean(c.naming)/2 + 0.1*lexical.GradeSentence(q.text, p.text).Score
 	if q.holdsWanted(lower) {
@@ -88,7 +88,7 @@ func (q question) candidate(doc string, p passage) (candidate, bool) {
 // without aspects, a value of the kind asked for ("多少钱"); for a
 // question of entities alone, naming one of them.
 func (q question) carries(p passage) (float64, bool) {
-	lower := strings.ToLower(p.text)
+	lower := p.lower
 	switch {
 	case len(q.aspects) > 0:
 		var present, matched int
@@ -99,7 +99,7 @@ func (q question) carries(p passage) (float64, bool) {
 			}
 			present++
 			total += q.weights[i]
-			if hasAspect(p, a) {
+			if hasAspect(p, a, q.cues[i]) {
 				matched++
 				got += q.weights[i]
 			}
@@ -122,14 +122,13 @@ func (q question) carries(p passage) (float64, bool) {
 
 // hasAspect reports whether passage p speaks of aspect a: the sentence or
 // its section heading names it, or, for an aspect that names a kind of
-// value ("价格", "price"), the sentence holds such a value ("售价5999元").
-func hasAspect(p passage, a string) bool {
-	lower := strings.ToLower(p.text)
-	if mentions(lower, a) || mentions(strings.ToLower(p.section), a) {
+// value (cue, see kindOfCue: "价格", "price"), the sentence holds such a
+// value ("售价5999元").
+func hasAspect(p passage, a string, cue *valueKind) bool {
+	if mentions(p.lower, a) || mentions(p.lowerSection, a) {
 		return true
 	}
-	kind, isCue := kindOfCue(a)
-	return isCue && kind.fits(lower)
+	return cue != nil && cue.fits(p.lower)
 }
 
 // weigh weighs q's aspects by how rare they are among the passages that
@@ -140,10 +139,14 @@ func hasAspect(p passage, a string) bool {
 // what is asked.
 func (q *question) weigh(all []passage) {
 	q.weights = make([]float64, len(q.aspects))
+	q.cues = make([]*valueKind, len(q.aspects))
 	for i, a := range q.aspects {
+		if kind, ok := kindOfCue(a); ok {
+			q.cues[i] = &kind
+		}
 		df := 0
 		for _, p := range all {
-			if hasAspect(p, a) {
+			if hasAspect(p, a, q.cues[i]) {
 				df++
 			}
 		}
