@@ -1,7 +1,8 @@
 // Command report turns the output of `go test -bench` (ctxflow's
 // benchmarks, run side by side by `make bench`) and the peer's JSON (from
-// scripts/peer.sh) into one table with the targets of issue 15, printed on
-// stdout, and writes every figure to a JSON file.
+// scripts/peer.sh) into one table with the targets of issues 15 and 28 (the
+// ratios to the peer among them), printed on stdout with the machine's CPU,
+// and writes every figure to a JSON file.
 //
 //	go test -run '^$' -bench ... | go run ./bench/report -peer peer.json -json bench/results.json
 package main
@@ -35,15 +36,23 @@ var (
 	benchRest = regexp.MustCompile(`^\s+\d+\s+(.*ns/op.*)$`)
 )
 
-// parse reads `go test -bench` output, echoing it to echo.
-func parse(r io.Reader, echo io.Writer) (metrics, error) {
-	m := metrics{}
+// cpuLine is go test's "cpu: AMD EPYC" line.
+var cpuLine = regexp.MustCompile(`^cpu:\s*(.+?)\s*$`)
+
+// parse reads `go test -bench` output, echoing it to echo: the figures
+// and the CPU go test names ("" if none).
+func parse(r io.Reader, echo io.Writer) (m metrics, cpu string, err error) {
+	m = metrics{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	pending := "" // a benchmark whose name came without its figures
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(echo, line)
+		if c := cpuLine.FindStringSubmatch(line); c != nil {
+			cpu = c[1]
+			continue
+		}
 		g := benchLine.FindStringSubmatch(line)
 		if g == nil {
 			if n := benchName.FindStringSubmatch(line); n != nil {
@@ -62,12 +71,12 @@ func parse(r io.Reader, echo io.Writer) (metrics, error) {
 		for i := 0; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
-				return nil, fmt.Errorf("%q: value %q: %w", line, f[i], err)
+				return nil, "", fmt.Errorf("%q: value %q: %w", line, f[i], err)
 			}
 			m[g[1]][f[i+1]] = v
 		}
 	}
-	return m, sc.Err()
+	return m, cpu, sc.Err()
 }
 
 // row is a line of the table: a figure, how it compares with its target,
@@ -135,7 +144,8 @@ func table(m metrics, peer map[string]any) []row {
 		pct := (*slow - 1000) / 10
 		add("overhead on a 1 s model turn p50", &pct, "%", "", nil)
 	}
-	add("qa turn p50 (one corrective round, offline engine)", get("BenchmarkQATurn", "p50-ms"), "ms", "≤60", nil)
+	add("chat turn p50 / the peer's", ratio(turn, p("p50_ms")), "×", "≤0.25", nil)
+	add("qa turn p50 (one corrective round, offline engine)", get("BenchmarkQATurn", "p50-ms"), "ms", "≤30", nil)
 	add("agent step p50 (think + SQL tool, offline planner)", get("BenchmarkAgentStep", "p50-ms"), "ms", "", nil)
 	add("agent step p99", get("BenchmarkAgentStep", "p99-ms"), "ms", "", nil)
 	ref := get("BenchmarkFourActivityWorkflow/server-defaults", "p50-ms")
@@ -151,6 +161,9 @@ func table(m metrics, peer map[string]any) []row {
 			peerTP = p("threads10_turns_per_s")
 		}
 		add("throughput, "+n+" sessions (HTTP API, ?wait=true)", get("BenchmarkThroughput/sessions="+n, "turns/s"), "turns/s", target, peerTP)
+		if n == "10" {
+			add("throughput, 10 sessions / the peer's (10 threads)", ratio(get("BenchmarkThroughput/sessions=10", "turns/s"), peerTP), "×", "≥2", nil)
+		}
 	}
 	// The same load, in the same run, on make cluster and on the embedded stack.
 	for _, topo := range []struct{ name, what string }{
@@ -162,6 +175,10 @@ func table(m metrics, peer map[string]any) []row {
 	}
 	add("CPU a turn, worker process (10 sessions)", get("BenchmarkThroughput/sessions=10", "worker-cpu-ms/turn"), "ms", "", nil)
 	add("CPU a turn, server + API + clients (10 sessions)", get("BenchmarkThroughput/sessions=10", "server-api-cpu-ms/turn"), "ms", "", nil)
+	if w, sa := get("BenchmarkThroughput/sessions=10", "worker-cpu-ms/turn"), get("BenchmarkThroughput/sessions=10", "server-api-cpu-ms/turn"); w != nil && sa != nil {
+		all := *w + *sa
+		add("CPU a turn, all processes (10 sessions)", &all, "ms", "≤8", nil)
+	}
 	add("worker peak RSS after 100 sessions", get("BenchmarkThroughput/sessions=100", "worker-rss-MB"), "MB", "", nil)
 	for _, at := range []string{"10", "100", "1000"} {
 		add("history bytes per turn at turn "+at, get("BenchmarkHistory", "bytes/turn@"+at), "B", "", p("checkpoint_bytes_per_turn", at))
@@ -257,7 +274,7 @@ func main() {
 	out := flag.String("json", "bench/results.json", "where to write the figures")
 	md := flag.Bool("markdown", false, "print the table as Markdown (for bench/BASELINE.md)")
 	flag.Parse()
-	m, err := parse(os.Stdin, io.Discard)
+	m, cpu, err := parse(os.Stdin, io.Discard)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
@@ -274,6 +291,7 @@ func main() {
 		}
 	}
 	rows := table(m, peer)
+	fmt.Printf("machine: %s, %d CPUs, %s\n", cpu, runtime.NumCPU(), runtime.Version())
 	if *md {
 		markdown(os.Stdout, rows)
 	} else {
@@ -281,7 +299,7 @@ func main() {
 	}
 	host, _ := os.Hostname()
 	data, err := json.MarshalIndent(map[string]any{
-		"at": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": runtime.NumCPU(), "go": runtime.Version(),
+		"at": time.Now().UTC().Format(time.RFC3339), "host": host, "cpu": cpu, "cpus": runtime.NumCPU(), "go": runtime.Version(),
 		"rows": rows, "benchmarks": m, "peer": peer,
 	}, "", "  ")
 	if err == nil {

@@ -8,20 +8,24 @@ import (
 
 func TestParseAndTable(t *testing.T) {
 	out := `goos: linux
+cpu: AMD EPYC
 BenchmarkTurn-2            	     300	  34500000 ns/op	        20.5 p50-ms	        58.0 p99-ms
 BenchmarkTurnPipeline-2    	    3000	    400000 ns/op	         0.4 p50-ms	         1.0 p99-ms
 BenchmarkFourActivityWorkflow/server-defaults-2 	      20	 200000000 ns/op	       205 p50-ms
 BenchmarkThroughput/sessions=10-2        	time=2026-11-26T16:20:36.098Z level=ERROR msg="Update workflow execution operation failed."
 time=2026-11-26T16:20:36.453Z level=ERROR msg="Update workflow execution operation failed."
-      1000	   1000000 ns/op	        120 turns/s	        80.5 worker-rss-MB
+      1000	   1000000 ns/op	        120 turns/s	        80.5 worker-rss-MB	         3.5 worker-cpu-ms/turn	         6 server-api-cpu-ms/turn
 BenchmarkHistory 	       1	 9000000000 ns/op	      3000 bytes/turn@10	      3300 bytes/turn@1000
 PASS`
-	m, err := parse(strings.NewReader(out), io.Discard)
+	m, cpu, err := parse(strings.NewReader(out), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := m["BenchmarkThroughput/sessions=10"]["turns/s"]; got != 120 {
 		t.Errorf("turns/s = %v", got)
+	}
+	if cpu != "AMD EPYC" {
+		t.Errorf("cpu = %q", cpu)
 	}
 	rows := table(m, map[string]any{"p50_ms": 59.0, "threads10_turns_per_s": 66.0, "checkpoint_bytes_per_turn": map[string]any{"10": 1000.0}})
 	find := func(name string) row {
@@ -45,6 +49,9 @@ PASS`
 		{"chat turn / reference turn", 0.1, true, 0},
 		{"throughput, 10 sessions (HTTP API, ?wait=true)", 120, false, 66},
 		{"history bytes per turn, turn 1,000 / turn 10", 1.1, true, 0},
+		{"chat turn p50 / the peer's", 20.5 / 59, false, 0},
+		{"throughput, 10 sessions / the peer's (10 threads)", 120.0 / 66, false, 0},
+		{"CPU a turn, all processes (10 sessions)", 9.5, false, 0},
 		{"history bytes per turn at turn 10", 3000, false, 1000},
 	} {
 		r := find(tc.name)
