@@ -47,6 +47,9 @@ func BenchmarkQATurn(b *testing.B) {
 	benchTurns(b, s, func(int) string { return "Which vector stores can hold the knowledge base?" })
 }
 
+// warmTurns are the turns benchTurns runs before it measures.
+const warmTurns = 5
+
 // benchTurns runs turns of one session and reports their p50 and p99.
 func benchTurns(b *testing.B, s *stack, question func(i int) string) {
 	ctx := b.Context()
@@ -75,7 +78,7 @@ func benchTurns(b *testing.B, s *stack, question func(i int) string) {
 		}
 		return time.Since(start)
 	}
-	for i := range 5 { // warm up: worker connections, sticky cache
+	for i := range warmTurns { // warm up: worker connections, sticky cache
 		turn(-1 - i)
 	}
 	var durations []time.Duration
@@ -177,7 +180,10 @@ func quantile(durations []time.Duration, q float64) time.Duration {
 func BenchmarkTurnSlowModel(b *testing.B) {
 	s := startStack(b, stackOptions{modelDelay: time.Second})
 	s.startWorker()
+	before := s.model.Calls().Chat
 	benchTurns(b, s, func(i int) string { return fmt.Sprintf("question %d", i) })
+	// Every call waits the second: a turn's intent is a call of its own.
+	b.ReportMetric(float64(s.model.Calls().Chat-before)/float64(warmTurns+b.N), "model-calls/turn")
 }
 
 // BenchmarkThroughput sends b.N chat turns (`?wait=true`, instant fake

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"runtime"
@@ -141,8 +142,14 @@ func table(m metrics, peer map[string]any) []row {
 		add("orchestration overhead p50 (turn − in process)", &d, "ms", "", nil)
 	}
 	if slow := get("BenchmarkTurnSlowModel", "p50-ms"); slow != nil {
-		pct := (*slow - 1000) / 10
-		add("overhead on a 1 s model turn p50", &pct, "%", "", nil)
+		// Each model call takes the second: the intent's and the answer's.
+		calls := 1.0
+		if c := get("BenchmarkTurnSlowModel", "model-calls/turn"); c != nil && *c >= 1 {
+			calls = math.Round(*c)
+			add("model calls a turn (intent, answer)", &calls, "calls", "", nil)
+		}
+		pct := (*slow - 1000*calls) / (10 * calls)
+		add("overhead on a turn of 1 s model calls, p50", &pct, "%", "", nil)
 	}
 	add("chat turn p50 / the peer's", ratio(turn, p("p50_ms")), "×", "≤0.25", nil)
 	add("qa turn p50 (one corrective round, offline engine)", get("BenchmarkQATurn", "p50-ms"), "ms", "≤30", nil)

@@ -11,6 +11,7 @@ func TestParseAndTable(t *testing.T) {
 cpu: AMD EPYC
 BenchmarkTurn-2            	     300	  34500000 ns/op	        20.5 p50-ms	        58.0 p99-ms
 BenchmarkTurnPipeline-2    	    3000	    400000 ns/op	         0.4 p50-ms	         1.0 p99-ms
+BenchmarkTurnSlowModel-2   	      10	2032739147 ns/op	      2040 p50-ms	      2044 p99-ms	         2.000 model-calls/turn
 BenchmarkFourActivityWorkflow/server-defaults-2 	      20	 200000000 ns/op	       205 p50-ms
 BenchmarkThroughput/sessions=10-2        	time=2026-11-26T16:20:36.098Z level=ERROR msg="Update workflow execution operation failed."
 time=2026-11-26T16:20:36.453Z level=ERROR msg="Update workflow execution operation failed."
@@ -50,6 +51,7 @@ PASS`
 		{"throughput, 10 sessions (HTTP API, ?wait=true)", 120, false, 66},
 		{"history bytes per turn, turn 1,000 / turn 10", 1.1, true, 0},
 		{"chat turn p50 / the peer's", 20.5 / 59, false, 0},
+		{"overhead on a turn of 1 s model calls, p50", 2, false, 0},
 		{"throughput, 10 sessions / the peer's (10 threads)", 120.0 / 66, false, 0},
 		{"CPU a turn, all processes (10 sessions)", 9.5, false, 0},
 		{"history bytes per turn at turn 10", 3000, false, 1000},
