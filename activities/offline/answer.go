@@ -79,9 +79,9 @@ func AnswerIn(question string, docs []Document, zh bool) AnswerResult {
 	}
 	if len(docs) == 0 {
 		subject, _ := lexical.TrimEndPunct(lexical.ClipRunes(q, 80))
-		text := fmt.Sprintf("%sNo language model and no knowledge base are available offline, so I cannot answer “%s”.", label, subject)
+		text := fmt.Sprintf("%s%s “%s”.", label, cannotAnswerEN, subject)
 		if zh {
-			text = fmt.Sprintf("%s离线模式下没有可用的语言模型，也没有可检索的知识库，无法回答「%s」。", label, subject)
+			text = fmt.Sprintf("%s%s「%s」。", label, cannotAnswerZH, subject)
 		}
 		return AnswerResult{Text: text, Kind: AnswerNoKnowledge}
 	}
@@ -140,10 +140,19 @@ func quotesSeveral(quotes []passage) bool {
 func nothingFound(q string, zh bool) AnswerResult {
 	subject, _ := lexical.TrimEndPunct(lexical.ClipRunes(q, 80))
 	if zh {
-		return AnswerResult{Text: fmt.Sprintf("%s知识库中没有关于「%s」的内容。", lexical.LabelZH, subject), Kind: AnswerNotFound}
+		return AnswerResult{Text: fmt.Sprintf("%s%s「%s」的内容。", lexical.LabelZH, nothingOnZH, subject), Kind: AnswerNotFound}
 	}
-	return AnswerResult{Text: fmt.Sprintf("%s The knowledge base has nothing on “%s”.", lexical.LabelEN, subject), Kind: AnswerNotFound}
+	return AnswerResult{Text: fmt.Sprintf("%s %s “%s”.", lexical.LabelEN, nothingOnEN, subject), Kind: AnswerNotFound}
 }
+
+// The engine's answers that say it has none: they quote the question, so a
+// summary would keep them for its numbers and names (see nonAnswers).
+const (
+	cannotAnswerEN = "No language model and no knowledge base are available offline, so I cannot answer"
+	cannotAnswerZH = "离线模式下没有可用的语言模型，也没有可检索的知识库，无法回答"
+	nothingOnEN    = "The knowledge base has nothing on"
+	nothingOnZH    = "知识库中没有关于"
+)
 
 // greetingReply is the template reply to a greeting of the given kind.
 func greetingReply(kind string, zh bool) string {

@@ -76,14 +76,24 @@ var (
 var boilerplate = []string{"how can i help", "how may i help", "what can i do for you", "anything else", "is there anything else",
 	"有什么可以帮你", "有什么可以帮您", "有什么需要帮", "还有什么需要", "还有其他问题"}
 
+// nonAnswers are the engine's own answers that it has none: they only
+// quote the question, which the summary has from the user.
+var nonAnswers = []string{strings.ToLower(cannotAnswerEN), cannotAnswerZH, strings.ToLower(nothingOnEN), nothingOnZH}
+
+// memoryWords ask that something be remembered: what follows matters later.
+var memoryWords = []string{"remember", "don't forget", "do not forget", "keep in mind", "note that", "记住", "记得", "别忘了", "别忘记"}
+
 // salience scores a sentence said in role: higher is kept first; below 0 is
 // never kept.
 func salience(s string, role convo.Role) float64 {
 	l := strings.ToLower(s)
-	if lexical.IsSmallTalk(s) || lexical.ContainsAny(l, boilerplate) {
+	if lexical.IsSmallTalk(s) || lexical.ContainsAny(l, boilerplate) || lexical.ContainsAny(l, nonAnswers) {
 		return -1
 	}
 	sc := 0.0
+	if lexical.ContainsAny(l, memoryWords) {
+		sc += 3
+	}
 	if lexical.HasDigit(s) {
 		sc += 3
 	}

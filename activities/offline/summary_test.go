@@ -2,6 +2,7 @@ package offline
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -143,4 +144,35 @@ func madeOf(s string, sents []string) bool {
 		}
 	}
 	return ok[0]
+}
+
+// TestSummaryKeepsWhatTheUserAskedToRemember folds 200 turns of numbered
+// filler, ten of them facts to remember, in steps of ten messages as the
+// session does: every fact is in the last summary, and none of the
+// engine's answers that it had no answer (they quote the question, digits
+// and all).
+func TestSummaryKeepsWhatTheUserAskedToRemember(t *testing.T) {
+	var facts []string
+	summary := ""
+	var step []convo.Message
+	for i := range 200 {
+		q := fmt.Sprintf("Tell me something about subject %d, please, in a few words.", i)
+		if i%20 == 3 {
+			code := fmt.Sprintf("%d", 7000+i*37)
+			facts = append(facts, code)
+			q = fmt.Sprintf("Please remember this: the code of locker %d is %s.", i, code)
+		}
+		step = append(step, talk.Turns(q, AnswerIn(q, nil, false).Text)...)
+		if len(step) == 10 {
+			summary, step = Summarize(summary, step, 500, nil), nil
+		}
+	}
+	for _, f := range facts {
+		if !strings.Contains(summary, f) {
+			t.Errorf("fact %s lost from the summary:\n%s", f, summary)
+		}
+	}
+	if strings.Contains(summary, cannotAnswerEN) {
+		t.Errorf("the summary keeps the engine's non-answers:\n%s", summary)
+	}
 }
