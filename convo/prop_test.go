@@ -384,8 +384,17 @@ func TestPropSummaryFoldsOldestWithoutSplittingPairs(t *testing.T) {
 				continue
 			}
 			from := p.Folded - len(p.Fold)
-			if !sameMessages(p.Fold, branch[from:p.Folded]) || (p.Prev.Folded > 0 && from != p.Prev.Folded) {
-				t.Fatalf("fold %v is not the run after the previous summary (%d)", ids(p.Fold), p.Prev.Folded)
+			if !sameMessages(p.Fold, branch[from:p.Folded]) || (p.Prev.Folded > 0 && from != p.Prev.Folded+p.Skipped) {
+				t.Fatalf("fold %v is not the run after the previous summary (%d) and %d skipped", ids(p.Fold), p.Prev.Folded, p.Skipped)
+			}
+			if p.Skipped > 0 { // the backlog (up to the window, at most the rest of the branch) is over the bound
+				backlog := 0
+				for _, m := range branch[from-p.Skipped:] {
+					backlog += m.Tokens
+				}
+				if backlog <= MaxBacklogFolds*c.MaxFoldTokens {
+					t.Fatalf("skipped %d messages of a backlog of %d tokens (bound %d)", p.Skipped, backlog, MaxBacklogFolds*c.MaxFoldTokens)
+				}
 			}
 			if err := checkPairing(p.Fold); err != nil {
 				t.Fatalf("fold %v splits a tool pair: %v", ids(p.Fold), err)

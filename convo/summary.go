@@ -156,7 +156,19 @@ type SummaryPlan struct {
 	// More reports that MaxFoldTokens cut this step short: plan again once
 	// this summary is applied.
 	More bool `json:"more,omitempty"`
+	// Skipped are the oldest unfolded messages this fold leaves out: a
+	// backlog longer than MaxBacklogFolds steps (an imported history, a
+	// long outage of the summariser) is folded from its newest part, the
+	// part nearest the window, and the summary says how many it passed
+	// over. They count as folded.
+	Skipped int `json:"skipped,omitempty"`
 }
+
+// MaxBacklogFolds bounds the fold steps a backlog takes: beyond that many
+// times MaxFoldTokens, its oldest messages are skipped (SummaryPlan.Skipped)
+// rather than summarised in hundreds of model calls that each delay the
+// next turn.
+const MaxBacklogFolds = 4
 
 // PlanSummary decides when and what to fold for a branch (oldest first,
 // Tokens set), given the current summary (zero for none; ignored when it
@@ -213,17 +225,37 @@ func planSummary(src source, w WindowConfig, c SummaryConfig, prev SummaryState)
 	if err != nil {
 		return SummaryPlan{}, fmt.Errorf("plan summary: %w", err)
 	}
-	end := foldEnd(src, floor, wc.a2, c.MaxFoldTokens)
-	if end <= floor {
+	from := skipBacklog(src, floor, wc.a2, MaxBacklogFolds*c.MaxFoldTokens)
+	end := foldEnd(src, from, wc.a2, c.MaxFoldTokens)
+	if end <= from {
 		return plan, nil
 	}
-	plan.Fold = src.appendRange(nil, floor, end)
+	plan.Skipped = from - floor
+	plan.Fold = src.appendRange(nil, from, end)
 	plan.Through = src.at(end - 1).ID
 	plan.Folded = end
 	plan.PathHash = src.hashAt(end - 1)
 	plan.Key = SummaryCacheKey(plan.PathHash, end, c.Hash())
 	plan.More = end < wc.a2
 	return plan, nil
+}
+
+// skipBacklog returns where folding starts between floor and limit: floor,
+// unless the messages in [floor, limit) hold more than budget tokens; then
+// the first position from which the messages up to limit fit in budget,
+// moved back to the start of the tool unit it falls in.
+func skipBacklog(src source, floor, limit, budget int) int {
+	if src.tokensBefore(limit)-src.tokensBefore(floor) <= budget {
+		return floor
+	}
+	from := limit
+	for from > floor && src.tokensBefore(limit)-src.tokensBefore(from-1) <= budget {
+		from--
+	}
+	for from > floor && src.openAfter(from-1) != 0 { // never inside a tool unit
+		from--
+	}
+	return from
 }
 
 // foldEnd returns the end of the next fold step from floor towards limit:
@@ -242,9 +274,14 @@ func foldEnd(src source, floor, limit, maxTokens int) int {
 	return end
 }
 
-// Prompt is SummaryPrompt(p.Prev.Text, p.Fold, c).
+// Prompt is SummaryPrompt(p.Prev.Text, p.Fold, c), the running summary
+// noting the messages the fold skipped, if any.
 func (p SummaryPlan) Prompt(c SummaryConfig) []ModelMessage {
-	return SummaryPrompt(p.Prev.Text, p.Fold, c)
+	prev := p.Prev.Text
+	if p.Skipped > 0 {
+		prev = strings.TrimSpace(fmt.Sprintf("%s\n(%d earlier messages were not summarised.)", prev, p.Skipped))
+	}
+	return SummaryPrompt(prev, p.Fold, c)
 }
 
 // SummaryPrompt builds the summariser's prompt: fold prev (the running

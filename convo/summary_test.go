@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -318,5 +319,47 @@ func TestSummaryRecordRevival(t *testing.T) {
 	}
 	if _, err := SummaryFromRecord(branch[1]); !errors.Is(err, ErrInvalidMessage) {
 		t.Errorf("non-record: %v", err)
+	}
+}
+
+// TestPlanSummarySkipsALongBacklog: a backlog of far more than
+// MaxBacklogFolds steps is folded from its newest part, and the prompt
+// says how many messages it passed over.
+func TestPlanSummarySkipsALongBacklog(t *testing.T) {
+	var branch []Message
+	for i := range 1000 {
+		role := RoleUser
+		if i%2 == 1 {
+			role = RoleAssistant
+		}
+		branch = append(branch, Message{ID: fmt.Sprintf("m%d", i), Role: role, Content: "x", Tokens: 100})
+	}
+	c := DefaultSummaryConfig()
+	c.MaxFoldTokens = 1000
+	w := sliding(4)
+	var s SummaryState
+	steps := 0
+	for ; steps < 20; steps++ {
+		p, err := PlanSummary(branch, w, c, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Fold) == 0 {
+			break
+		}
+		if steps == 0 {
+			if p.Skipped == 0 || p.Folded-len(p.Fold) != p.Skipped {
+				t.Fatalf("first fold: skipped %d, folds [%d, %d)", p.Skipped, p.Folded-len(p.Fold), p.Folded)
+			}
+			if prompt := p.Prompt(c); !strings.Contains(prompt[1].Content, fmt.Sprintf("(%d earlier messages were not summarised.)", p.Skipped)) {
+				t.Fatalf("prompt does not note the skipped messages:\n%s", prompt[1].Content)
+			}
+		} else if p.Skipped != 0 {
+			t.Fatalf("fold %d skipped %d more", steps, p.Skipped)
+		}
+		s = NewSummaryState(nil, p, "summary", c)
+	}
+	if steps > MaxBacklogFolds+1 {
+		t.Errorf("the backlog took %d fold steps, want at most %d", steps, MaxBacklogFolds+1)
 	}
 }
