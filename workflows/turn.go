@@ -252,7 +252,12 @@ func (s *session) fastModel(ctx workflow.Context, model string) bool {
 // under Limits.FastModel.
 func (s *session) fastModelKnown(model string) bool {
 	ms, ok := s.st.ModelMS[model]
-	return s.limits.FastModel > 0 && ok && ms < float64(s.limits.FastModel.Milliseconds())
+	return s.underFast(ms, ok)
+}
+
+// underFast reports a running average (ms, known) under Limits.FastModel.
+func (s *session) underFast(ms float64, known bool) bool {
+	return s.limits.FastModel > 0 && known && ms < float64(s.limits.FastModel.Milliseconds())
 }
 
 // observeModel folds one answer time into the model's running average.
@@ -281,7 +286,7 @@ func runningMS(old float64, known bool, took time.Duration) float64 {
 // corrective child retrieves in its workflow task, which saves it a
 // workflow task and a round trip through the server.
 func (s *session) fastRetrieve(ctx workflow.Context) bool {
-	if s.limits.FastModel <= 0 || s.st.RetrieveMS <= 0 || s.st.RetrieveMS >= float64(s.limits.FastModel.Milliseconds()) {
+	if !s.underFast(s.st.RetrieveMS, s.st.RetrieveMS > 0) {
 		return false
 	}
 	// Runs recorded before it retrieved as an activity only.
@@ -291,8 +296,11 @@ func (s *session) fastRetrieve(ctx workflow.Context) bool {
 // observeRetrieve folds the corrective child's retrievals into
 // RetrieveMS (a retrieval under a millisecond counts as one: known).
 func (s *session) observeRetrieve(out CorrectiveResult) {
+	if s.limits.FastModel <= 0 {
+		return
+	}
 	for _, n := range out.Workflow.NodeExecutions {
-		if n.Node == "retrieve" && n.Status == "ok" && s.limits.FastModel > 0 {
+		if n.Node == "retrieve" && n.Status == "ok" {
 			s.st.RetrieveMS = runningMS(s.st.RetrieveMS, s.st.RetrieveMS > 0, time.Duration(max(n.DurationMS, 1))*time.Millisecond)
 		}
 	}
