@@ -97,12 +97,11 @@ func hasContent(s string) bool {
 // the document's title too when withTitle is set and the sentence does not
 // name it (an answer quoting several documents says whose section it is).
 func (p passage) quoted(withTitle, zh bool) string {
-	lower := strings.ToLower(p.text)
 	var names []string
-	if withTitle && p.title != "" && !strings.Contains(lower, strings.ToLower(p.title)) {
+	if withTitle && p.title != "" && !strings.Contains(p.lower, strings.ToLower(p.title)) {
 		names = append(names, p.title)
 	}
-	if p.section != "" && !strings.Contains(lower, strings.ToLower(p.section)) {
+	if p.section != "" && !strings.Contains(p.lower, p.lowerSection) {
 		names = append(names, p.section)
 	}
 	if len(names) == 0 {
