@@ -245,11 +245,12 @@ func planSummary(src source, w WindowConfig, c SummaryConfig, prev SummaryState)
 // the first position from which the messages up to limit fit in budget,
 // moved back to the start of the tool unit it falls in.
 func skipBacklog(src source, floor, limit, budget int) int {
-	if src.tokensBefore(limit)-src.tokensBefore(floor) <= budget {
+	total := src.tokensBefore(limit)
+	if total-src.tokensBefore(floor) <= budget {
 		return floor
 	}
 	from := limit
-	for from > floor && src.tokensBefore(limit)-src.tokensBefore(from-1) <= budget {
+	for from > floor && total-src.tokensBefore(from-1) <= budget {
 		from--
 	}
 	for from > floor && src.openAfter(from-1) != 0 { // never inside a tool unit
