@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/internal/config"
 	"github.com/ctxflow/ctxflow/tests/fakeollama"
 	"github.com/ctxflow/ctxflow/worker"
 	"github.com/ctxflow/ctxflow/workflows"
@@ -95,21 +94,8 @@ func benchTurns(b *testing.B, s *stack, question func(i int) string) {
 func BenchmarkTurnPipeline(b *testing.B) {
 	fake := httptest.NewServer(fakeollama.New(fakeollama.Options{}))
 	b.Cleanup(fake.Close)
-	for k, v := range map[string]string{
-		"OLLAMA_HOST": fake.URL, "CTXFLOW_DATA_DIR": b.TempDir(), "CTXFLOW_MODEL_PROVIDER": "ollama",
-		"CTXFLOW_TRANSCRIPT_FSYNC": "false", "CTXFLOW_LOG_LEVEL": "warn",
-	} {
-		b.Setenv(k, v)
-	}
-	cfg, err := config.Load()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ports, err := worker.BuildPorts(b.Context(), cfg, quietLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ports.Close() })
+	ports := buildPorts(b, "OLLAMA_HOST="+fake.URL, "CTXFLOW_DATA_DIR="+b.TempDir(), "CTXFLOW_MODEL_PROVIDER=ollama",
+		"CTXFLOW_TRANSCRIPT_FSYNC=false", "CTXFLOW_LOG_LEVEL=warn")
 	var env testsuite.WorkflowTestSuite
 	act := env.NewTestActivityEnvironment()
 	act.RegisterActivity(ports.Session)

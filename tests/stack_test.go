@@ -158,7 +158,14 @@ func startStack(t testing.TB, o stackOptions) *stack {
 // that runs in the test's process; they close when the test ends.
 func (s *stack) inProcessPorts(tb testing.TB, extra ...string) *worker.Ports {
 	tb.Helper()
-	for _, kv := range append(slices.Clone(s.env), extra...) {
+	return buildPorts(tb, append(slices.Clone(s.env), extra...)...)
+}
+
+// buildPorts builds a worker's ports in this process from the settings
+// (NAME=value) over the environment; they close when the test ends.
+func buildPorts(tb testing.TB, env ...string) *worker.Ports {
+	tb.Helper()
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		tb.Setenv(k, v)
 	}
