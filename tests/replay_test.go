@@ -130,6 +130,45 @@ func TestRecordFastModelHistory(t *testing.T) {
 	writeHistory(t, ctx, s, wid, "", "testdata/session_fast_model.json")
 }
 
+// TestRecordSummaryHistory records a session of a fast model with a
+// two-round window, whose running summary is made as an activity the first
+// time and in the workflow task of the turn that made it due after that.
+// Same switch as TestRecordHistory.
+func TestRecordSummaryHistory(t *testing.T) {
+	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
+		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
+	}
+	s := startStack(t, stackOptions{limits: workflows.Limits{IdleTTL: 3 * time.Second}})
+	s.startWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if code, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{"sessionId": "sum", "config": map[string]any{"maxRounds": 2}}, nil); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, err)
+	}
+	for i := range 7 {
+		if res, _, err := s.turn(ctx, "sum", fmt.Sprintf("t%d", i), fmt.Sprintf("question %d", i)); err != nil || res.Status != workflows.TurnCompleted {
+			t.Fatalf("turn %d: %v %+v", i, err, res)
+		}
+	}
+	var st workflows.SessionState
+	if _, err := s.do(ctx, http.MethodGet, "/v1/sessions/sum", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	inTask := 0
+	for _, r := range st.Recent {
+		for _, step := range r.Steps {
+			if step.Name == "summarize" && step.Details["inWorkflowTask"] == true {
+				inTask++
+			}
+		}
+	}
+	if inTask == 0 {
+		t.Fatalf("no summary made in the workflow task: %+v", st.Recent)
+	}
+	time.Sleep(5 * time.Second) // past the idle TTL
+	writeHistory(t, ctx, s, workflows.SessionWorkflowID(workflows.DefaultTenant, "sum"), "", "testdata/session_summary_in_task.json")
+}
+
 // TestRecordQAHistory records a session on the qa route (a turn through the
 // corrective child workflow, a follow-up rewritten first, small talk) and
 // the child's own history: the follow-up's child retrieves in its workflow

@@ -29,7 +29,9 @@ type Limits struct {
 	// less than this on average is called as a local activity, inside the
 	// turn's workflow task (one workflow task a turn instead of two, no
 	// activity dispatch); a slower one, or one that fails there, as a
-	// regular activity. 0 (and sessions started before it existed): never.
+	// regular activity. Retrieval under it, and a running summary under a
+	// tenth of it, run in their workflow tasks as well. 0 (and sessions
+	// started before it existed): never.
 	FastModel time.Duration `json:"fastModel,omitempty"`
 	// MaxQuestionBytes bounds a turn's question and a task's goal
 	// (CTXFLOW_MAX_QUESTION_BYTES; 0: DefaultMaxQuestionBytes).

@@ -38,6 +38,8 @@ type fakeModel struct {
 	summaries  []activities.ChatRequest
 	err        error
 	summaryErr error
+	// summaryNext are failures of the next summaries, one each.
+	summaryNext []error
 	// promptTokens, when set, is what the model reports as its prompt size.
 	promptTokens int
 	// promptRatio, when set, makes the model count promptRatio times what
@@ -57,6 +59,11 @@ func (m *fakeModel) Chat(_ context.Context, req activities.ChatRequest, _ func(s
 	defer m.mu.Unlock()
 	if isSummaryPrompt(req) {
 		m.summaries = append(m.summaries, req)
+		if len(m.summaryNext) > 0 {
+			err := m.summaryNext[0]
+			m.summaryNext = m.summaryNext[1:]
+			return activities.ChatResponse{}, err
+		}
 		if m.summaryErr != nil {
 			return activities.ChatResponse{}, m.summaryErr
 		}
@@ -449,6 +456,57 @@ func TestHistoryBeyondWindowIsFoldedIntoSummary(t *testing.T) {
 	}
 	if !sawStep {
 		t.Error("no summarize step in the trace")
+	}
+}
+
+// TestFastSummaryRunsInTheWorkflowTask: once the running summary has been
+// fast (under a tenth of Limits.FastModel), it is made in the workflow task
+// of the turn that made it due; one that fails there for a transient
+// reason is made again as an activity. Without a fast-model bound it is
+// always an activity.
+func TestFastSummaryRunsInTheWorkflowTask(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fast time.Duration
+		want string // each summarize step: t in the workflow task, a an activity
+	}{
+		{"fast", 500 * time.Millisecond, "a,t,a,t,t"},
+		{"no bound", 0, "a,a,a,a,a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			for i := range 7 {
+				h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)})
+			}
+			// The third summary fails once in the workflow task.
+			h.env.RegisterDelayedCallback(func() { h.model.summaryNext = []error{errors.New("connection reset")} }, 4500*time.Millisecond)
+			in := h.inputTwoRounds()
+			in.Limits.FastModel = tc.fast
+			h.env.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+
+			st := h.state(t)
+			var got []string
+			for _, r := range st.Recent {
+				for _, s := range r.Steps {
+					if s.Name != "summarize" {
+						continue
+					}
+					if s.Status != "ok" {
+						t.Errorf("turn %s: summarize %s %v", r.TurnID, s.Status, s.Details)
+					}
+					got = append(got, map[bool]string{true: "t", false: "a"}[s.Details["inWorkflowTask"] == true])
+				}
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("summaries made %s, want %s", strings.Join(got, ","), tc.want)
+			}
+			if st.Summary == nil || st.SummaryDegraded != "" {
+				t.Errorf("summary %+v, degraded %q", st.Summary, st.SummaryDegraded)
+			}
+			if last := h.model.calls[len(h.model.calls)-1].Messages; !strings.Contains(last[1].Content, "summary ") {
+				t.Errorf("the last turn's view has no summary: %+v", last[:2])
+			}
+		})
 	}
 }
 

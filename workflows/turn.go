@@ -293,6 +293,20 @@ func (s *session) fastRetrieve(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, "fast-retrieve", workflow.DefaultVersion, 1) >= 1
 }
 
+// fastSummary reports a running summary that has taken less than a tenth
+// of Limits.FastModel on average in this session (50 ms by default): it is
+// made in the workflow task of the turn that made it due, which saves the
+// session an activity and a workflow task about every fifth turn (events,
+// history bytes and CPU), and delays that turn's answer by about as long —
+// which is why the bound is a tenth of a fast model's.
+func (s *session) fastSummary(ctx workflow.Context) bool {
+	if !s.underFast(s.st.SummaryMS*10, s.st.SummaryMS > 0) {
+		return false
+	}
+	// Runs recorded before it summarised as an activity only.
+	return workflow.GetVersion(ctx, "summary-in-task", workflow.DefaultVersion, 1) >= 1
+}
+
 // observeRetrieve folds the corrective child's retrievals into
 // RetrieveMS (a retrieval under a millisecond counts as one: known).
 func (s *session) observeRetrieve(out CorrectiveResult) {
@@ -493,17 +507,21 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 	for range 8 { // a long backlog folds in a few bounded steps
 		var out activities.SummarizeResult
 		err := s.step(ctx, res, "summarize", func() (map[string]any, error) {
-			err := workflow.ExecuteActivity(s.activityCtx(ctx, "summarize older history", s.limits.LLMTimeout, cfg.MaxRetries+1),
+			inTask, err := modelCall(ctx, s.limits, s.fastSummary(ctx), "summarize older history", cfg.MaxRetries+1,
 				sa.Summarize, activities.SummarizeInput{
 					Session: s.key, LeafID: s.st.ActiveLeaf, Window: cfg.Window(), Config: cfg.Summary(),
 					PrevID: s.summaryID(), Force: force, Linear: s.checkLost(ctx) && !s.st.LeafMoved,
-				}).Get(ctx, &out)
-			details := map[string]any{"folded": out.Folded, "cacheHit": out.CacheHit, "forced": force}
+				}, &out)
+			details := map[string]any{"folded": out.Folded, "cacheHit": out.CacheHit, "forced": force, "inWorkflowTask": inTask}
 			if out.Ref != nil {
 				details["summaryTokens"] = out.Ref.Tokens
 			}
 			return details, err
 		})
+		if err == nil && s.limits.FastModel > 0 { // (a step under a millisecond counts as one: known)
+			took := time.Duration(max(res.Steps[len(res.Steps)-1].DurationMS, 1)) * time.Millisecond
+			s.st.SummaryMS = runningMS(s.st.SummaryMS, s.st.SummaryMS > 0, took)
+		}
 		if err != nil {
 			s.st.SummaryDegraded = fmt.Sprintf("summary unavailable (%s); model view truncated to the last %d messages",
 				rootMessage(err), cfg.Summary().FallbackMessages)

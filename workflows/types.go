@@ -326,8 +326,12 @@ type SessionState struct {
 	// RetrieveMS is the running average time of the qa route's
 	// retrievals, in milliseconds: below Limits.FastModel the corrective
 	// child retrieves in its workflow task.
-	RetrieveMS float64       `json:"retrieveMs,omitempty"`
-	Pending    []TurnRequest `json:"pending,omitempty"`
+	RetrieveMS float64 `json:"retrieveMs,omitempty"`
+	// SummaryMS is the running average time of the running summary's
+	// steps, in milliseconds: below a tenth of Limits.FastModel the summary
+	// is made in the turn's workflow task.
+	SummaryMS float64       `json:"summaryMs,omitempty"`
+	Pending   []TurnRequest `json:"pending,omitempty"`
 	// Recent are the results of the last turns, newest last, for the turn
 	// and steps queries and for idempotency (older repeats are caught by
 	// the transcript store).
