@@ -43,17 +43,27 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 }
 
+// recordingStack starts a stack and its worker for a test that records
+// histories, which runs only with CTXFLOW_RECORD_HISTORY=1: recorded
+// histories are what running sessions look like, so they change only on
+// purpose. The context ends after two minutes.
+func recordingStack(t *testing.T, opts stackOptions) (*stack, context.Context) {
+	t.Helper()
+	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
+		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
+	}
+	s := startStack(t, opts)
+	s.startWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return s, ctx
+}
+
 // TestRecordHistory records the histories replayed above. It runs only when
 // CTXFLOW_RECORD_HISTORY=1: recorded histories are what running sessions
 // look like, so they change only on purpose.
 func TestRecordHistory(t *testing.T) {
-	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
-		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
-	}
-	s := startStack(t, stackOptions{limits: workflows.Limits{ContinueAsNewEvery: 4, IdleTTL: 3 * time.Second}})
-	s.startWorker()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	s, ctx := recordingStack(t, stackOptions{limits: workflows.Limits{ContinueAsNewEvery: 4, IdleTTL: 3 * time.Second}})
 
 	// Run 1: three update turns, a repeated id, a turn the model refuses
 	// (permanent error), compress; then continue-as-new.
@@ -109,13 +119,7 @@ func TestRecordHistory(t *testing.T) {
 // status.)
 // Same switch as TestRecordHistory.
 func TestRecordFastModelHistory(t *testing.T) {
-	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
-		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
-	}
-	s := startStack(t, stackOptions{limits: workflows.Limits{IdleTTL: 3 * time.Second}})
-	s.startWorker()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	s, ctx := recordingStack(t, stackOptions{limits: workflows.Limits{IdleTTL: 3 * time.Second}})
 	for i := range 4 {
 		if i == 2 {
 			s.model.FailNext(1, http.StatusServiceUnavailable)
@@ -135,13 +139,7 @@ func TestRecordFastModelHistory(t *testing.T) {
 // time and in the workflow task of the turn that made it due after that.
 // Same switch as TestRecordHistory.
 func TestRecordSummaryHistory(t *testing.T) {
-	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
-		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
-	}
-	s := startStack(t, stackOptions{limits: workflows.Limits{IdleTTL: 3 * time.Second}})
-	s.startWorker()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	s, ctx := recordingStack(t, stackOptions{limits: workflows.Limits{IdleTTL: 3 * time.Second}})
 	if code, err := s.do(ctx, http.MethodPost, "/v1/sessions", map[string]any{"sessionId": "sum", "config": map[string]any{"maxRounds": 2}}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d %v", code, err)
 	}
@@ -177,13 +175,7 @@ func TestRecordSummaryHistory(t *testing.T) {
 // child answered; qa_session_own_generate.json and qa_corrective_choose.json
 // before "fast-retrieve".) Same switch as TestRecordHistory.
 func TestRecordQAHistory(t *testing.T) {
-	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
-		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
-	}
-	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}, limits: workflows.Limits{IdleTTL: 3 * time.Second}})
-	s.startWorker()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	s, ctx := recordingStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}, limits: workflows.Limits{IdleTTL: 3 * time.Second}})
 	s.ingestREADME(t)
 	for i, q := range []string{"What is ctxflow?", "How do I run it?", "thanks!"} {
 		if _, _, err := s.turn(ctx, "qa", fmt.Sprintf("q%d", i), q); err != nil {
@@ -200,13 +192,7 @@ func TestRecordQAHistory(t *testing.T) {
 // steps and is resumed by "继续", and the task's own history. Same switch
 // as TestRecordHistory.
 func TestRecordTaskHistory(t *testing.T) {
-	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
-		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
-	}
-	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}, limits: workflows.Limits{IdleTTL: 3 * time.Second}})
-	s.startWorker()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	s, ctx := recordingStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}, limits: workflows.Limits{IdleTTL: 3 * time.Second}})
 	res, err := s.task(ctx, "agent", map[string]any{"goal": "How many customers are there?", "taskId": "k", "config": map[string]int{"maxSteps": 2}})
 	if err != nil || res.Type != workflows.TypePause {
 		t.Fatalf("task: %v %+v", err, res)
@@ -223,13 +209,7 @@ func TestRecordTaskHistory(t *testing.T) {
 // TestRecordDocumentHistories records a document's ingestion (in
 // batches) and its deletion. Same switch as TestRecordHistory.
 func TestRecordDocumentHistories(t *testing.T) {
-	if os.Getenv("CTXFLOW_RECORD_HISTORY") != "1" {
-		t.Skip("set CTXFLOW_RECORD_HISTORY=1 to re-record tests/testdata")
-	}
-	s := startStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
-	s.startWorker()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	s, ctx := recordingStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}})
 	path := filepath.Join(s.dataDir, "corpus.jsonl")
 	if err := os.WriteFile(path, syntheticPassages(6), 0o600); err != nil {
 		t.Fatal(err)
