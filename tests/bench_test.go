@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ctxflow/ctxflow/activities"
@@ -61,16 +63,27 @@ func benchTurns(b *testing.B, s *stack, question func(i int) string) {
 	turn := func(i int) time.Duration {
 		start := time.Now()
 		req := workflows.TurnRequest{TurnID: fmt.Sprintf("b%d", i), Question: question(i)}
-		h, err := s.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: s.client.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflowName, in),
-			UpdateOptions: client.UpdateWorkflowOptions{
-				UpdateID: req.TurnID, UpdateName: workflows.UpdateTurn, Args: []any{req},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
-		})
 		var res workflows.TurnResult
-		if err == nil {
-			err = h.Get(ctx, &res)
+		send := func() error {
+			h, err := s.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+				StartWorkflowOperation: s.client.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflowName, in),
+				UpdateOptions: client.UpdateWorkflowOptions{
+					UpdateID: req.TurnID, UpdateName: workflows.UpdateTurn, Args: []any{req},
+					WaitForStage: client.WorkflowUpdateStageCompleted,
+				},
+			})
+			if err != nil {
+				return err
+			}
+			return h.Get(ctx, &res)
+		}
+		// As the API does (whileNotReady), an update whose workflow task
+		// failed is sent again, and said so.
+		err := send()
+		for try := 1; try < 10 && errors.As(err, new(*serviceerror.WorkflowNotReady)); try++ {
+			b.Logf("turn %d sent again: %v", i, err)
+			time.Sleep(50 * time.Millisecond)
+			err = send()
 		}
 		if err != nil || res.Status != workflows.TurnCompleted {
 			b.Fatalf("turn %d: %v %+v", i, err, res)
