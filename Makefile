@@ -103,6 +103,9 @@ record-histories:
 ## bench: ctxflow's figures and the peer's (LangGraph.js with its SQLite
 ## checkpointer, scripts/peer.sh) measured side by side in one run, printed as
 ## one table with the targets of issue 15 and written to bench/results.json.
+## The peer runs before ctxflow's turns and again after its throughput; its
+## figures are the mean of the two, so that the ratios compare both sides
+## over the same minutes of a machine whose speed drifts.
 ## BENCH_SHORT=1 is the smoke run CI does (no thresholds; bench/out/ only).
 BENCH_SHORT ?=
 ifeq ($(BENCH_SHORT),1)
@@ -144,6 +147,7 @@ bench:
 	{ $(BENCH_GO) -bench='^Benchmark(Turn|TurnPipeline|QATurn)$$' -benchtime=$(BENCH_TURNS) ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkTurnSlowModel$$' -benchtime=$(BENCH_SLOW) ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkThroughput$$' -benchtime=$(BENCH_THROUGHPUT) ./tests/ && \
+	  ./scripts/peer.sh $(BENCH_PEER) >bench/out/peer-after.json && \
 	  $(BENCH_GO) -bench='^BenchmarkCluster$$' -benchtime=$(BENCH_CLUSTER) ./tests/ && \
 	  CTXFLOW_BENCH_HISTORY_TURNS=$(BENCH_HISTORY) $(BENCH_GO) -bench='^BenchmarkHistory$$' -benchtime=1x ./tests/ && \
 	  $(BENCH_GO) -bench='^BenchmarkAgentStep$$' -benchtime=$(BENCH_AGENT) ./tests/ && \
@@ -157,7 +161,7 @@ bench:
 	    CTXFLOW_BENCH_CHUNKS=$$n CTXFLOW_BENCH_VECTORS=$$v $(BENCH_GO) -bench='^BenchmarkSearch$$' -benchtime=200x ./activities/vecstore/ >bench/out/search.txt || exit 1; \
 	    sed "s|^BenchmarkSearch|BenchmarkSearch/$$v/chunks=$$n|" bench/out/search.txt; \
 	  done; done; } >bench/out/bench.txt 2>&1 || { tail -40 bench/out/bench.txt; exit 1; }
-	$(GO) run ./bench/report -peer bench/out/peer.json -json $(BENCH_JSON) <bench/out/bench.txt
+	$(GO) run ./bench/report -peer bench/out/peer.json,bench/out/peer-after.json -json $(BENCH_JSON) <bench/out/bench.txt
 
 ## profile: where a turn's CPU goes, by component: a CPU profile of 10
 ## sessions of chat turns with the server, the API and the worker in one

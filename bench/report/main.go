@@ -277,7 +277,7 @@ func markdown(w io.Writer, rows []row) {
 }
 
 func main() {
-	peerFile := flag.String("peer", "", "the peer's JSON (scripts/peer.sh); empty: no peer rows")
+	peerFiles := flag.String("peer", "", "the peer's JSON (scripts/peer.sh), or several runs of it separated by commas (their mean is the peer's figure); empty: no peer rows")
 	out := flag.String("json", "bench/results.json", "where to write the figures")
 	md := flag.Bool("markdown", false, "print the table as Markdown (for bench/BASELINE.md)")
 	flag.Parse()
@@ -286,19 +286,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	var peer map[string]any
-	if *peerFile != "" {
-		data, err := os.ReadFile(*peerFile)
-		if err == nil {
-			err = json.Unmarshal(data, &peer)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "report: peer %s: %v\n", *peerFile, err)
-			os.Exit(1)
+	var runs []map[string]any
+	if *peerFiles != "" {
+		for _, f := range strings.Split(*peerFiles, ",") {
+			var run map[string]any
+			data, err := os.ReadFile(f)
+			if err == nil {
+				err = json.Unmarshal(data, &run)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "report: peer %s: %v\n", f, err)
+				os.Exit(1)
+			}
+			runs = append(runs, run)
 		}
 	}
+	peer := meanOf(runs)
 	rows := table(m, peer)
 	fmt.Printf("machine: %s, %d CPUs, %s\n", cpu, runtime.NumCPU(), runtime.Version())
+	if len(runs) > 1 {
+		fmt.Printf("peer: the mean of %d runs; chat p50 %s ms, 10 threads %s turns/s\n", len(runs),
+			each(runs, "p50_ms"), each(runs, "threads10_turns_per_s"))
+	}
 	if *md {
 		markdown(os.Stdout, rows)
 	} else {
@@ -307,7 +316,7 @@ func main() {
 	host, _ := os.Hostname()
 	data, err := json.MarshalIndent(map[string]any{
 		"at": time.Now().UTC().Format(time.RFC3339), "host": host, "cpu": cpu, "cpus": runtime.NumCPU(), "go": runtime.Version(),
-		"rows": rows, "benchmarks": m, "peer": peer,
+		"rows": rows, "benchmarks": m, "peer": peer, "peerRuns": runs,
 	}, "", "  ")
 	if err == nil {
 		err = os.WriteFile(*out, append(data, '\n'), 0o644)
@@ -316,4 +325,50 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
+}
+
+// meanOf is the peer's figures over its runs: each number the mean of
+// the runs that have it, anything else as the first run has it. make bench
+// runs the peer before ctxflow's turns and again after its throughput, so
+// that the ratios compare the two over the same minutes of a machine
+// whose speed drifts.
+func meanOf(runs []map[string]any) map[string]any {
+	if len(runs) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(runs[0]))
+	for k, v := range runs[0] {
+		switch v.(type) {
+		case float64:
+			sum, n := 0.0, 0
+			for _, r := range runs {
+				if f, ok := r[k].(float64); ok {
+					sum, n = sum+f, n+1
+				}
+			}
+			out[k] = sum / float64(n)
+		case map[string]any:
+			var sub []map[string]any
+			for _, r := range runs {
+				if m, ok := r[k].(map[string]any); ok {
+					sub = append(sub, m)
+				}
+			}
+			out[k] = meanOf(sub)
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// each lists a number of every run, " / " between them.
+func each(runs []map[string]any, key string) string {
+	var out []string
+	for _, r := range runs {
+		if f, ok := r[key].(float64); ok {
+			out = append(out, strconv.FormatFloat(f, 'g', 4, 64))
+		}
+	}
+	return strings.Join(out, " / ")
 }

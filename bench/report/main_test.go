@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,3 +74,28 @@ PASS`
 }
 
 func abs(x float64) float64 { return max(x, -x) }
+
+// TestPeerRunsAreAveraged: the peer's figure is the mean of its runs,
+// nested figures included; what is not a number comes from the first run.
+func TestPeerRunsAreAveraged(t *testing.T) {
+	runs := []map[string]any{
+		{"peer": "langgraphjs", "p50_ms": 30.0, "threads10_turns_per_s": 90.0, "checkpoint_bytes_per_turn": map[string]any{"10": 1000.0}},
+		{"peer": "langgraphjs", "p50_ms": 40.0, "threads10_turns_per_s": 80.0, "checkpoint_bytes_per_turn": map[string]any{"10": 3000.0}},
+	}
+	got := meanOf(runs)
+	if got["p50_ms"] != 35.0 || got["threads10_turns_per_s"] != 85.0 || got["peer"] != "langgraphjs" ||
+		got["checkpoint_bytes_per_turn"].(map[string]any)["10"] != 2000.0 {
+		t.Errorf("mean = %v", got)
+	}
+	if meanOf(nil) != nil || meanOf(runs[:1])["p50_ms"] != 30.0 {
+		t.Error("no runs must give no peer, one run itself")
+	}
+	if s := each(runs, "p50_ms"); s != "30 / 40" {
+		t.Errorf("each = %q", s)
+	}
+	m := metrics{"BenchmarkTurn": {"p50-ms": 7}}
+	i := slices.IndexFunc(table(m, got), func(r row) bool { return r.Name == "chat turn p50 / the peer's" })
+	if r := table(m, got)[max(i, 0)]; i < 0 || r.Value == nil || *r.Value != 0.2 {
+		t.Errorf("chat ratio row %d %v, want 7 / 35", i, r.Value)
+	}
+}
