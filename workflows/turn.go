@@ -308,15 +308,22 @@ func (s *session) fastSummary(ctx workflow.Context) bool {
 }
 
 // observeRetrieve folds the corrective child's retrievals into
-// RetrieveMS (a retrieval under a millisecond counts as one: known).
+// RetrieveMS.
 func (s *session) observeRetrieve(out CorrectiveResult) {
-	if s.limits.FastModel <= 0 {
-		return
-	}
 	for _, n := range out.Workflow.NodeExecutions {
 		if n.Node == "retrieve" && n.Status == "ok" {
-			s.st.RetrieveMS = runningMS(s.st.RetrieveMS, s.st.RetrieveMS > 0, time.Duration(max(n.DurationMS, 1))*time.Millisecond)
+			s.observeStep(&s.st.RetrieveMS, n.DurationMS)
 		}
+	}
+}
+
+// observeStep folds a step's time into a running average of milliseconds
+// whose zero means unknown (RetrieveMS, SummaryMS): a step under a
+// millisecond counts as one, so that the average is known once observed.
+// Without a fast-model bound nothing is kept.
+func (s *session) observeStep(avg *float64, durationMS int64) {
+	if s.limits.FastModel > 0 {
+		*avg = runningMS(*avg, *avg > 0, time.Duration(max(durationMS, 1))*time.Millisecond)
 	}
 }
 
@@ -518,9 +525,8 @@ func (s *session) summarize(ctx workflow.Context, force bool, res *TurnResult) {
 			}
 			return details, err
 		})
-		if err == nil && s.limits.FastModel > 0 { // (a step under a millisecond counts as one: known)
-			took := time.Duration(max(res.Steps[len(res.Steps)-1].DurationMS, 1)) * time.Millisecond
-			s.st.SummaryMS = runningMS(s.st.SummaryMS, s.st.SummaryMS > 0, took)
+		if err == nil {
+			s.observeStep(&s.st.SummaryMS, res.Steps[len(res.Steps)-1].DurationMS)
 		}
 		if err != nil {
 			s.st.SummaryDegraded = fmt.Sprintf("summary unavailable (%s); model view truncated to the last %d messages",
