@@ -94,8 +94,9 @@ func TestPeerRunsAreAveraged(t *testing.T) {
 		t.Errorf("each = %q", s)
 	}
 	m := metrics{"BenchmarkTurn": {"p50-ms": 7}}
-	i := slices.IndexFunc(table(m, got), func(r row) bool { return r.Name == "chat turn p50 / the peer's" })
-	if r := table(m, got)[max(i, 0)]; i < 0 || r.Value == nil || *r.Value != 0.2 {
+	rows := table(m, got)
+	i := slices.IndexFunc(rows, func(r row) bool { return r.Name == "chat turn p50 / the peer's" })
+	if r := rows[max(i, 0)]; i < 0 || r.Value == nil || *r.Value != 0.2 {
 		t.Errorf("chat ratio row %d %v, want 7 / 35", i, r.Value)
 	}
 }
