@@ -61,6 +61,12 @@ const clusterName = "active"
 //     workflow is deleted (an erase, DeleteWorkflowExecution) only once
 //     its close is acknowledged by both queues, which these intervals
 //     publish: a session erased just after its run closed waited 30 s.
+//   - history.externalPayloadsEnabled = false (default true): with it the
+//     history service walks every payload of every event it writes, to
+//     count those kept in external storage (for the visibility record's
+//     TemporalExternalPayload* attributes). ctxflow keeps none there (its
+//     bodies are in the transcript store), and the walk was 2 % of a chat
+//     turn's CPU (docs/benchmarks.md).
 func DefaultDynamicConfig() map[string]any {
 	return map[string]any{
 		dynamicconfig.TransferProcessorMaxPollRPS.Key().String():                        10000,
@@ -73,6 +79,7 @@ func DefaultDynamicConfig() map[string]any {
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key().String():                       8192,
 		dynamicconfig.TransferProcessorUpdateAckInterval.Key().String():                 time.Second,
 		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key().String():               time.Second,
+		dynamicconfig.ExternalPayloadsEnabled.Key().String():                            false,
 	}
 }
 
