@@ -15,6 +15,7 @@ package tiktoken
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -36,6 +37,7 @@ type Tokenizer struct {
 	name  string
 	ranks map[string]int // read-only after loading
 	split func(r []rune, emit func(a, b int))
+	memo  memo
 }
 
 var _ convo.Tokenizer = (*Tokenizer)(nil)
@@ -75,7 +77,24 @@ func (t *Tokenizer) Encoding() string { return t.name }
 // Count returns the number of tokens text encodes to, exactly as tiktoken's
 // encode_ordinary: special-token text such as "<|endoftext|>" counts as
 // ordinary text, as user content must. Invalid UTF-8 bytes count as U+FFFD.
+//
+// A turn counts the same texts again and again (its window's messages and
+// documents, once for the request's calibration and once more in the
+// offline engine), so the counts of recent long texts are remembered.
 func (t *Tokenizer) Count(text string) int {
+	if len(text) < memoMin || len(text) > memoMax {
+		return t.count(text)
+	}
+	if n, ok := t.memo.get(text); ok {
+		return n
+	}
+	n := t.count(text)
+	t.memo.put(text, n)
+	return n
+}
+
+// count is Count without the memo.
+func (t *Tokenizer) count(text string) int {
 	n := 0
 	t.pieces(text, func(piece string) {
 		if _, ok := t.ranks[piece]; ok {
@@ -119,4 +138,48 @@ func (t *Tokenizer) pieces(text string, fn func(piece string)) {
 	}
 	offs = append(offs, len(text))
 	t.split(runes, func(a, b int) { fn(text[offs[a]:offs[b]]) })
+}
+
+// The memo holds texts of memoMin to memoMax bytes, memoBytes of them at
+// most in each of its two generations: shorter texts are counted about as
+// fast as they are looked up, and a generation that is full becomes the
+// previous one, whose texts move back when they are counted again.
+const (
+	memoMin   = 64
+	memoMax   = 64 << 10
+	memoBytes = 2 << 20
+)
+
+// memo remembers the counts of recent texts (see Count).
+type memo struct {
+	mu        sync.Mutex
+	cur, prev map[string]int
+	size      int // bytes of cur's texts
+}
+
+func (m *memo) get(text string) (int, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n, ok := m.cur[text]; ok {
+		return n, true
+	}
+	n, ok := m.prev[text]
+	if ok {
+		m.add(text, n)
+	}
+	return n, ok
+}
+
+func (m *memo) put(text string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.add(text, n)
+}
+
+func (m *memo) add(text string, n int) {
+	if m.cur == nil || m.size+len(text) > memoBytes {
+		m.prev, m.cur, m.size = m.cur, make(map[string]int), 0
+	}
+	m.cur[strings.Clone(text)] = n // not the caller's backing array
+	m.size += len(text)
 }

@@ -1,6 +1,7 @@
 package tiktoken
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -106,5 +107,39 @@ func TestCountInvalidUTF8(t *testing.T) {
 	tok := mustNew(t, CL100kBase)
 	if n := tok.Count("\xff\xfe abc \xc3"); n <= 0 {
 		t.Errorf("Count(invalid UTF-8) = %d, want > 0", n)
+	}
+}
+
+// TestCountMemo: Count remembers long texts, and its counts stay those of
+// count as texts come back, are crowded out into the previous generation
+// and out of the memo altogether.
+func TestCountMemo(t *testing.T) {
+	tok := mustNew(t, CL100kBase)
+	text := func(i int) string { return fmt.Sprintf("turn %d: %s", i, englishText) }
+	if n := tok.Count(text(0)); n != tok.count(text(0)) {
+		t.Fatalf("Count = %d, count = %d", n, tok.count(text(0)))
+	}
+	if _, ok := tok.memo.get(text(0)); !ok {
+		t.Fatal("a long text is not remembered")
+	}
+	if tok.Count("hi"); len(tok.memo.cur) != 1 {
+		t.Errorf("a short text is remembered: %d texts", len(tok.memo.cur))
+	}
+	texts := 3 * memoBytes / len(text(0)) // three generations' worth
+	for i := range texts {
+		if got, want := tok.Count(text(i)), tok.count(text(i)); got != want {
+			t.Fatalf("text %d: Count = %d, count = %d", i, got, want)
+		}
+	}
+	if tok.memo.size > memoBytes || len(tok.memo.prev) == 0 {
+		t.Errorf("memo holds %d bytes (at most %d) and %d previous texts", tok.memo.size, memoBytes, len(tok.memo.prev))
+	}
+	for _, i := range []int{0, texts / 2, texts - 1} { // forgotten, previous, current
+		if got, want := tok.Count(text(i)), tok.count(text(i)); got != want {
+			t.Errorf("text %d again: Count = %d, count = %d", i, got, want)
+		}
+	}
+	if _, ok := tok.memo.cur[text(texts/2)]; !ok && len(tok.memo.prev) > 0 {
+		t.Errorf("a previous text counted again is not moved to the current generation")
 	}
 }
