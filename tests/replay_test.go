@@ -61,7 +61,9 @@ func recordingStack(t *testing.T, opts stackOptions) (*stack, context.Context) {
 
 // TestRecordHistory records the histories replayed above. It runs only when
 // CTXFLOW_RECORD_HISTORY=1: recorded histories are what running sessions
-// look like, so they change only on purpose.
+// look like, so they change only on purpose. (session_run1.json and
+// session_run2.json were recorded before "one-receiver", with a coroutine a
+// signal channel.)
 func TestRecordHistory(t *testing.T) {
 	s, ctx := recordingStack(t, stackOptions{limits: workflows.Limits{ContinueAsNewEvery: 4, IdleTTL: 3 * time.Second}})
 
@@ -75,8 +77,8 @@ func TestRecordHistory(t *testing.T) {
 	if _, _, err := s.turn(ctx, "rec", "t1", "question 1"); err != nil {
 		t.Fatal(err)
 	}
-	s.model.FailNext(1, http.StatusNotFound)
-	if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/turns?wait=true", map[string]string{"turnId": "t3", "question": "fails"}, nil); code != http.StatusServiceUnavailable {
+	s.model.FailNext(2, http.StatusNotFound) // its answer in the workflow task, then as an activity
+	if code, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/turns?wait=true", map[string]string{"turnId": "t3", "question": "fails"}, nil); code != http.StatusBadRequest {
 		t.Fatalf("failing turn: %d %v", code, err)
 	}
 	if _, err := s.do(ctx, http.MethodPost, "/v1/sessions/rec/compress", nil, nil); err != nil {
@@ -103,7 +105,7 @@ func TestRecordHistory(t *testing.T) {
 		if ex.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			t.Fatalf("run %s still running", ex.GetExecution().GetRunId())
 		}
-		writeHistory(t, ctx, s, wid, ex.GetExecution().GetRunId(), fmt.Sprintf("testdata/session_run%d.json", len(resp.GetExecutions())-i))
+		writeHistory(t, ctx, s, wid, ex.GetExecution().GetRunId(), fmt.Sprintf("testdata/session_one_receiver_run%d.json", len(resp.GetExecutions())-i))
 	}
 }
 

@@ -214,6 +214,57 @@ func (s *session) setup(ctx workflow.Context) error {
 		return fmt.Errorf("set cancel-turn update: %w", err)
 	}
 
+	if workflow.GetVersion(ctx, "one-receiver", workflow.DefaultVersion, 1) >= 1 {
+		workflow.Go(ctx, s.receive)
+	} else { // runs recorded before it had a coroutine a channel
+		s.receiveEach(ctx)
+	}
+
+	workflow.SetCurrentDetails(ctx, s.details())
+	return s.publish(ctx)
+}
+
+// receive takes the session's signals as they come, in one coroutine. The
+// workflow's dispatcher wakes every coroutine each time it runs (several
+// times a workflow task: once for the task and once for each local
+// activity's result), and each that is still blocked yields again (the
+// SDK walks the coroutine's stack each time): one coroutine for the five
+// channels instead of one each cut that work by half to two thirds a chat
+// turn (docs/benchmarks.md).
+func (s *session) receive(ctx workflow.Context) {
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(s.turnCh, func(c workflow.ReceiveChannel, _ bool) {
+		var req TurnRequest
+		c.Receive(ctx, &req)
+		s.enqueue(ctx, req)
+	})
+	sel.AddReceive(s.continueCh, func(c workflow.ReceiveChannel, _ bool) {
+		var id string
+		c.Receive(ctx, &id)
+		s.continueSignal(ctx, id)
+	})
+	sel.AddReceive(s.taskCh, func(c workflow.ReceiveChannel, _ bool) {
+		var ev TaskEvent
+		c.Receive(ctx, &ev)
+		s.taskEvent(ev)
+	})
+	sel.AddReceive(s.compressCh, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		s.compress = true
+	})
+	sel.AddReceive(s.closeCh, func(c workflow.ReceiveChannel, _ bool) {
+		var req CloseRequest
+		c.Receive(ctx, &req)
+		s.requestClose(req)
+	})
+	for {
+		sel.Select(ctx)
+	}
+}
+
+// receiveEach is receive as runs before "one-receiver" did it: a coroutine
+// a channel.
+func (s *session) receiveEach(ctx workflow.Context) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			var req TurnRequest
@@ -248,9 +299,6 @@ func (s *session) setup(ctx workflow.Context) error {
 			s.requestClose(req)
 		}
 	})
-
-	workflow.SetCurrentDetails(ctx, s.details())
-	return s.publish(ctx)
 }
 
 // run is the session's main loop: continue-as-new when due (once no caller
