@@ -82,6 +82,7 @@ func (s *Server) corrective(ctx context.Context, t string, body correctiveReques
 		Query: body.Query, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold,
 		MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
 		SearchMode: cfg.SearchMode, Model: cfg.LLMModel, IncludeText: true, Limits: s.opts.Limits, Tenant: t,
+		FilterBinds: true,
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.TurnWaitTimeout)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -66,6 +67,17 @@ func TestMate60Conversation(t *testing.T) {
 		child := workflows.QAWorkflowID(workflows.DefaultTenant, "mate60", turnID)
 		if err := s.client.GetWorkflow(ctx, child, "").Get(ctx, &a.rag); err != nil {
 			t.Fatalf("%s: the corrective child %s: %v", turnID, child, err)
+		}
+		// The session's child asks for no version (CorrectiveInput.FilterBinds),
+		// so the SDK upserts no TemporalChangeVersion: no visibility write.
+		h, err := fetchHistory(ctx, s.client, child, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range h.Events {
+			if ev.GetEventType() == enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES || ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "Version" {
+				t.Errorf("%s: the corrective child's event %d is a %s", turnID, ev.GetEventId(), ev.GetEventType())
+			}
 		}
 		t.Logf("%s %q (rewritten %q) →\n%s", turnID, question, res.RewrittenQuery, res.Answer)
 		if os.Getenv("CTXFLOW_E2E_VERBOSE") != "" {

@@ -172,10 +172,13 @@ func TestRecordSummaryHistory(t *testing.T) {
 // TestRecordQAHistory records a session on the qa route (a turn through the
 // corrective child workflow, a follow-up rewritten first, small talk) and
 // the child's own history: the follow-up's child retrieves in its workflow
-// task (the first retrieval was fast). (qa_session.json and
+// task (the first retrieval was fast), and the session stays quiet over it
+// ("quiet-fast-qa"); the child asks for no version (FilterBinds). (qa_session.json and
 // qa_corrective_child.json were recorded before "qa-own-generate", when the
 // child answered; qa_session_own_generate.json and qa_corrective_choose.json
-// before "fast-retrieve".) Same switch as TestRecordHistory.
+// before "fast-retrieve"; qa_session_fast_retrieve.json and
+// qa_corrective_fast_retrieve.json before "quiet-fast-qa", "one-receiver"
+// and FilterBinds.) Same switch as TestRecordHistory.
 func TestRecordQAHistory(t *testing.T) {
 	s, ctx := recordingStack(t, stackOptions{extraEnv: []string{"CTXFLOW_MODEL_PROVIDER=offline"}, limits: workflows.Limits{IdleTTL: 3 * time.Second}})
 	s.ingestREADME(t)
@@ -186,8 +189,8 @@ func TestRecordQAHistory(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second) // past the idle TTL
 	wid := workflows.SessionWorkflowID(workflows.DefaultTenant, "qa")
-	writeHistory(t, ctx, s, wid, "", "testdata/qa_session_fast_retrieve.json")
-	writeHistory(t, ctx, s, workflows.QAWorkflowID(workflows.DefaultTenant, "qa", "q1"), "", "testdata/qa_corrective_fast_retrieve.json")
+	writeHistory(t, ctx, s, wid, "", "testdata/qa_session_quiet.json")
+	writeHistory(t, ctx, s, workflows.QAWorkflowID(workflows.DefaultTenant, "qa", "q1"), "", "testdata/qa_corrective_told.json")
 }
 
 // TestRecordTaskHistory records a session whose agent task pauses after 2

@@ -50,6 +50,13 @@ type CorrectiveInput struct {
 	// FastRetrieve retrieves in the workflow task: the session has seen
 	// retrieval take less than Limits.FastModel.
 	FastRetrieve bool `json:"fastRetrieve,omitempty"`
+	// FilterBinds says that the starter knows the change "filter-binds"
+	// (a document the relevance filter dropped is neither graded nor
+	// used), so that the run need not ask for it with GetVersion: the SDK
+	// records each version with an upsert of TemporalChangeVersion, one
+	// more visibility write for every qa turn. Starts without it (before
+	// this field) ask as before.
+	FilterBinds bool `json:"filterBinds,omitempty"`
 }
 
 // CorrectiveResult is seed 003's response (without its "success").
@@ -160,7 +167,7 @@ type NodeExecution struct {
 // filter dropped too, as they did.
 func CorrectiveRAGWorkflow(ctx workflow.Context, in CorrectiveInput) (CorrectiveResult, error) {
 	c := &corrective{in: in.withDefaults(), start: workflow.Now(ctx), byID: map[string]int{}, texts: map[string]string{}}
-	c.filterBinds = workflow.GetVersion(ctx, "filter-binds", workflow.DefaultVersion, 1) >= 1
+	c.filterBinds = in.FilterBinds || workflow.GetVersion(ctx, "filter-binds", workflow.DefaultVersion, 1) >= 1
 	c.res.Query = QueryInfo{Original: in.Query, Final: in.Query}
 	c.res.RewriteHistory = []RewriteRecord{}
 	c.res.Retrieval.Documents = []RAGDoc{}

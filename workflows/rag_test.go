@@ -336,13 +336,27 @@ func TestCorrectiveGraderFailureDegradesToFilter(t *testing.T) {
 // TestCorrectiveFilterVerdictsBind: a document the relevance filter
 // dropped is neither graded nor used, though the grader would pass it; it
 // counts as failed in the pass rate; and one that passed in an earlier
-// round keeps the verdicts it passed on.
+// round keeps the verdicts it passed on. A run asks for the change with
+// GetVersion unless its starter says it knows it (FilterBinds): then it
+// does not ask (the version it would get here is the one before it).
 func TestCorrectiveFilterVerdictsBind(t *testing.T) {
-	h := newRAGHarness(t, map[string][]string{
-		"pixel 8 price": {"GOOD The Pixel 8 price is 699 dollars.", "GOOD DROP The Pixel 8 price was 799 dollars.", "noise"},
-		"pixel price":   {"GOOD DROP The Pixel 8 price is 699 dollars.", "GOOD The Pixel 8 price in euros is 649."},
-	}, []string{"pixel price"}, fakeGrader{})
-	res := h.run(t, workflows.CorrectiveInput{Query: "pixel 8 price", MaxRewriteAttempts: 1, GradePassThreshold: 0.6, IncludeText: true})
+	for _, told := range []bool{false, true} {
+		t.Run(fmt.Sprintf("told=%v", told), func(t *testing.T) {
+			h := newRAGHarness(t, map[string][]string{
+				"pixel 8 price": {"GOOD The Pixel 8 price is 699 dollars.", "GOOD DROP The Pixel 8 price was 799 dollars.", "noise"},
+				"pixel price":   {"GOOD DROP The Pixel 8 price is 699 dollars.", "GOOD The Pixel 8 price in euros is 649."},
+			}, []string{"pixel price"}, fakeGrader{})
+			if told {
+				h.env.OnGetVersion("filter-binds", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			}
+			res := h.run(t, workflows.CorrectiveInput{Query: "pixel 8 price", MaxRewriteAttempts: 1, GradePassThreshold: 0.6, IncludeText: true, FilterBinds: told})
+			filterVerdictsBind(t, h, res)
+		})
+	}
+}
+
+func filterVerdictsBind(t *testing.T, h *ragHarness, res workflows.CorrectiveResult) {
+	t.Helper()
 	byID := map[string]workflows.RAGDoc{}
 	for _, d := range res.Retrieval.Documents {
 		byID[d.ID] = d
@@ -546,7 +560,8 @@ func TestCorrectiveKeepsPassedDocumentsWhenALaterRetrievalFails(t *testing.T) {
 // TestFastQATurnPublishesRunningWhenItLeavesTheTask: on a fast model, a
 // chat turn ends in its workflow task and publishes only its end; a qa
 // turn, whose corrective child runs in tasks of its own, publishes
-// "running" before it.
+// "running" before it, unless its retrieval is known to be fast too: then
+// the child ends within a fraction of a second and the turn stays quiet.
 func TestFastQATurnPublishesRunningWhenItLeavesTheTask(t *testing.T) {
 	kb := &fakeKB{count: 3, docs: map[string][]string{
 		"What does the Pixel 8 cost?":  {"GOOD The Pixel 8 costs 699 dollars."},
@@ -555,32 +570,35 @@ func TestFastQATurnPublishesRunningWhenItLeavesTheTask(t *testing.T) {
 	h := newQAHarness(t, kb, &scriptedRewrites{})
 	statuses := h.statuses()
 	turns := []*outcome{
-		h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "What does the Pixel 8 cost?"}),
-		h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "thanks!"}),
-		h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-3", Question: "What does the Pixel 8 weigh?"}),
+		h.update(time.Second, workflows.TurnRequest{TurnID: "t-1", Question: "thanks!"}),
+		h.update(2*time.Second, workflows.TurnRequest{TurnID: "t-2", Question: "What does the Pixel 8 cost?"}),
+		h.update(3*time.Second, workflows.TurnRequest{TurnID: "t-3", Question: "thanks!"}),
+		h.update(4*time.Second, workflows.TurnRequest{TurnID: "t-4", Question: "What does the Pixel 8 weigh?"}),
 	}
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, h.input(workflows.Limits{IdleTTL: time.Hour, FastModel: 500 * time.Millisecond}))
 
-	want := []string{"load_context:ok,corrective_rag:ok,generate:ok,save:ok", "load_context:ok,generate:ok,save:ok",
-		"load_context:ok,rewrite_query:ok,corrective_rag:ok,generate:ok,save:ok"}
+	qa := "load_context:ok,rewrite_query:ok,corrective_rag:ok,generate:ok,save:ok"
+	want := []string{"load_context:ok,generate:ok,save:ok", qa, "load_context:ok,generate:ok,save:ok", qa}
 	for i, o := range turns {
 		if o.result.Status != workflows.TurnCompleted || stepNames(o.result) != want[i] {
 			t.Errorf("turn %d: %s, steps %s", i+1, o.result.Status, stepNames(o.result))
 		}
 	}
-	if d := turns[2].result.Steps[1].Details; d["inWorkflowTask"] != true {
+	if d := turns[3].result.Steps[1].Details; d["inWorkflowTask"] != true {
 		t.Errorf("rewrite_query of a fast model: %v", d)
 	}
 	// The first retrieval shows how fast it is; the next runs in the
 	// child's workflow task.
-	if d := turns[0].result.Steps[1].Details; d["retrieveInWorkflowTask"] != false {
+	if d := turns[1].result.Steps[2].Details; d["retrieveInWorkflowTask"] != false {
 		t.Errorf("the session's first retrieval: %v", d)
 	}
-	if d := turns[2].result.Steps[2].Details; d["retrieveInWorkflowTask"] != true || turns[2].result.Steps[2].Name != "corrective_rag" {
+	if d := turns[3].result.Steps[2].Details; d["retrieveInWorkflowTask"] != true || turns[3].result.Steps[2].Name != "corrective_rag" {
 		t.Errorf("a retrieval after a fast one: %v", d)
 	}
-	// Start; t-1 (no answer time yet); t-2 (quiet); t-3 (running before its child).
-	if got, want := *statuses, []string{"idle", "running", "idle", "idle", "running", "idle"}; !slices.Equal(got, want) {
+	// Start; t-1 (no answer time yet); t-2 (running before its child, whose
+	// retrieval time is not known yet); t-3 (quiet); t-4 (quiet: its child
+	// is fast).
+	if got, want := *statuses, []string{"idle", "running", "idle", "running", "idle", "idle", "idle"}; !slices.Equal(got, want) {
 		t.Errorf("published statuses %v, want %v", got, want)
 	}
 }

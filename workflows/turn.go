@@ -378,14 +378,16 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		Query: rq.Question, TopK: cfg.TopK, SimilarityThreshold: cfg.SimilarityThreshold, SearchMode: cfg.SearchMode,
 		MaxRewriteAttempts: cfg.MaxRewriteAttempts, GradePassThreshold: cfg.GradePassThreshold,
 		Model: cfg.LLMModel, Topic: rq.Topic, Tenant: s.key.Tenant, Choose: own, Limits: s.limits, FastModel: fast,
-		FastRetrieve: s.fastRetrieve(ctx),
+		FastRetrieve: s.fastRetrieve(ctx), FilterBinds: true,
 	}
 	if !own {
 		child.Generate = &genIn
 	}
 	var out CorrectiveResult
 	childID := QAWorkflowID(s.key.Tenant, s.key.SessionID, req.TurnID)
-	s.leavingTask(ctx) // the child workflow runs in workflow tasks of its own
+	if !s.quietChild(ctx, child) { // the child workflow runs in workflow tasks of its own
+		s.leavingTask(ctx)
+	}
 	err := s.step(ctx, res, "corrective_rag", func() (map[string]any, error) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:               childID,
@@ -414,6 +416,19 @@ func (s *session) answerFromKnowledge(ctx workflow.Context, req TurnRequest, cfg
 		gen.RewrittenQuery = rq.Question
 	}
 	return gen, err
+}
+
+// quietChild reports a corrective child whose model and retrieval are both
+// fast in this session: it ends within a fraction of a second, so the
+// "running" status a quiet turn would publish before it is never seen (as
+// oneTaskTurn's), and the turn's end joins the burst's once-a-second
+// status: two of the five visibility writes a qa turn made (the child's
+// start and end are the others, and its version upsert, which
+// CorrectiveInput.FilterBinds saves). Runs recorded before "quiet-fast-qa"
+// published "running" before every child.
+func (s *session) quietChild(ctx workflow.Context, in CorrectiveInput) bool {
+	return s.quiet && in.FastModel && in.FastRetrieve &&
+		workflow.GetVersion(ctx, "quiet-fast-qa", workflow.DefaultVersion, 1) >= 1
 }
 
 // childAnswer is the answer of a corrective child that generated it
