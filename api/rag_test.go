@@ -54,7 +54,7 @@ func TestPostCorrective(t *testing.T) {
 	d := workflows.DefaultSessionConfig()
 	want := workflows.CorrectiveInput{Query: "how much is it?", TopK: 3, SimilarityThreshold: d.SimilarityThreshold,
 		MaxRewriteAttempts: 0, GradePassThreshold: 0.8, SearchMode: d.SearchMode, Model: d.LLMModel, IncludeText: true, Tenant: workflows.DefaultTenant,
-		Limits: workflows.DefaultLimits()}
+		Limits: workflows.DefaultLimits(), FilterBinds: true}
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Errorf("workflow input = %+v, want %+v", got, want)
 	}
