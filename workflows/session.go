@@ -224,6 +224,45 @@ func (s *session) setup(ctx workflow.Context) error {
 	return s.publish(ctx)
 }
 
+// signal is a signal channel of the session and what takes one signal from
+// it: Receive on the channel with the context of the coroutine that takes
+// it, then the signal's effect on the session.
+type signal struct {
+	ch   workflow.ReceiveChannel
+	take func(ctx workflow.Context, c workflow.ReceiveChannel)
+}
+
+// signals are the session's signal channels in the order runs before
+// "one-receiver" started their coroutines.
+func (s *session) signals() []signal {
+	return []signal{
+		{s.turnCh, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var req TurnRequest
+			c.Receive(ctx, &req)
+			s.enqueue(ctx, req)
+		}},
+		{s.continueCh, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var id string
+			c.Receive(ctx, &id)
+			s.continueSignal(ctx, id)
+		}},
+		{s.taskCh, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var ev TaskEvent
+			c.Receive(ctx, &ev)
+			s.taskEvent(ev)
+		}},
+		{s.compressCh, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			s.compress = true
+		}},
+		{s.closeCh, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var req CloseRequest
+			c.Receive(ctx, &req)
+			s.requestClose(req)
+		}},
+	}
+}
+
 // receive takes the session's signals as they come, in one coroutine. The
 // workflow's dispatcher wakes every coroutine each time it runs (several
 // times a workflow task: once for the task and once for each local
@@ -233,30 +272,9 @@ func (s *session) setup(ctx workflow.Context) error {
 // turn (docs/benchmarks.md).
 func (s *session) receive(ctx workflow.Context) {
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(s.turnCh, func(c workflow.ReceiveChannel, _ bool) {
-		var req TurnRequest
-		c.Receive(ctx, &req)
-		s.enqueue(ctx, req)
-	})
-	sel.AddReceive(s.continueCh, func(c workflow.ReceiveChannel, _ bool) {
-		var id string
-		c.Receive(ctx, &id)
-		s.continueSignal(ctx, id)
-	})
-	sel.AddReceive(s.taskCh, func(c workflow.ReceiveChannel, _ bool) {
-		var ev TaskEvent
-		c.Receive(ctx, &ev)
-		s.taskEvent(ev)
-	})
-	sel.AddReceive(s.compressCh, func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		s.compress = true
-	})
-	sel.AddReceive(s.closeCh, func(c workflow.ReceiveChannel, _ bool) {
-		var req CloseRequest
-		c.Receive(ctx, &req)
-		s.requestClose(req)
-	})
+	for _, sig := range s.signals() {
+		sel.AddReceive(sig.ch, func(c workflow.ReceiveChannel, _ bool) { sig.take(ctx, c) })
+	}
 	for {
 		sel.Select(ctx)
 	}
@@ -265,40 +283,13 @@ func (s *session) receive(ctx workflow.Context) {
 // receiveEach is receive as runs before "one-receiver" did it: a coroutine
 // a channel.
 func (s *session) receiveEach(ctx workflow.Context) {
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var req TurnRequest
-			s.turnCh.Receive(ctx, &req)
-			s.enqueue(ctx, req)
-		}
-	})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var id string
-			s.continueCh.Receive(ctx, &id)
-			s.continueSignal(ctx, id)
-		}
-	})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var ev TaskEvent
-			s.taskCh.Receive(ctx, &ev)
-			s.taskEvent(ev)
-		}
-	})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			s.compressCh.Receive(ctx, nil)
-			s.compress = true
-		}
-	})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var req CloseRequest
-			s.closeCh.Receive(ctx, &req)
-			s.requestClose(req)
-		}
-	})
+	for _, sig := range s.signals() {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				sig.take(ctx, sig.ch)
+			}
+		})
+	}
 }
 
 // run is the session's main loop: continue-as-new when due (once no caller
