@@ -316,12 +316,16 @@ func (s *stack) filesHolding(t *testing.T, marker string) []string {
 		if d.IsDir() {
 			return nil
 		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+		// Read by another process: a descriptor of a SQLite file opened
+		// and closed in this one, the embedded server's, would drop the
+		// server's POSIX locks on it, and a worker's connection could then
+		// delete the write-ahead log under the server.
+		b, err := exec.Command("cat", path).Output()
+		if _, statErr := os.Stat(path); errors.Is(statErr, fs.ErrNotExist) {
+			return nil // removed while we read
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("read %s: %w", path, err)
 		}
 		if bytes.Contains(b, []byte(marker)) {
 			out = append(out, path)
