@@ -64,34 +64,49 @@ func EnsureRetentionSchedule(ctx context.Context, c client.Client, cfg config.Co
 // embeddedScrub returns the eraser's last step when the data dir holds
 // the embedded Temporal server's database (`ctxflow dev`, and a worker on
 // its data dir): the server deletes with SQLite's secure_delete (so the
-// database file keeps no deleted bytes), but the write-ahead log keeps
-// the pages as they were until it is checkpointed and truncated. nil
-// without that database.
+// database files keep no deleted bytes), but a write-ahead log keeps the
+// pages as they were until it is checkpointed and truncated. That is done
+// to the main database and to the visibility records' file (the sessions'
+// search attributes), each if it exists.
 func embeddedScrub(dataDir string) func(context.Context) error {
-	path := filepath.Join(dataDir, "temporal", "temporal.db") // devserver.DatabaseFileName under `ctxflow dev`'s folder
+	dir := filepath.Join(dataDir, "temporal") // `ctxflow dev`'s folder
+	// devserver.DatabaseFileName and devserver.VisibilityFileName
+	files := []string{filepath.Join(dir, "temporal.db"), filepath.Join(dir, "visibility.db")}
 	return func(ctx context.Context) error {
-		if _, err := os.Stat(path); err != nil {
-			return nil //nolint:nilerr // no embedded server here
+		for _, path := range files {
+			if err := truncateWAL(ctx, path); err != nil {
+				return err
+			}
 		}
-		db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(10000)")
-		if err != nil {
-			return fmt.Errorf("open %s: %w", path, err)
+		return nil
+	}
+}
+
+// truncateWAL checkpoints the SQLite database at path and truncates its
+// write-ahead log, waiting while the server holds it; nothing if there is
+// no such file.
+func truncateWAL(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return nil //nolint:nilerr // no embedded server's file here
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	for attempt := 0; ; attempt++ {
+		var busy, logPages, done int
+		err := db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logPages, &done)
+		if err == nil && busy == 0 {
+			return nil
 		}
-		defer db.Close()
-		for attempt := 0; ; attempt++ {
-			var busy, logPages, done int
-			err := db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logPages, &done)
-			if err == nil && busy == 0 {
-				return nil
-			}
-			if attempt == 40 {
-				return fmt.Errorf("checkpoint %s: busy %d, error %v", path, busy, err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(250 * time.Millisecond):
-			}
+		if attempt == 40 {
+			return fmt.Errorf("checkpoint %s: busy %d, error %v", path, busy, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -177,7 +177,7 @@ var settings = []setting{
 	read.str("CTXFLOW_HTTP_ADDR", "unset", "address of the HTTP API; unset: `:8080` for `ctxflow api`, `127.0.0.1:8080` (this machine only) for `ctxflow dev`", func(c *Config, v string) { c.HTTPAddr = v }),
 	read.int("CTXFLOW_UI_PORT", "8233", "`ctxflow dev`: port of the Temporal Web UI (0 turns it off)", within(0, 65535), func(c *Config, n int) { c.UIPort = n }),
 	read.int("CTXFLOW_TEMPORAL_PORT", "7233", "`ctxflow dev`: port of the embedded Temporal frontend (0 picks a free one)", within(0, 65535), func(c *Config, n int) { c.TemporalPort = n }),
-	read.str("CTXFLOW_DATA_DIR", "./data", "`ctxflow dev` and the worker: Temporal's SQLite file and the transcripts", func(c *Config, v string) { c.DataDir = v }),
+	read.str("CTXFLOW_DATA_DIR", "./data", "`ctxflow dev` and the worker: Temporal's SQLite files (`temporal/temporal.db`, `temporal/visibility.db`) and the transcripts", func(c *Config, v string) { c.DataDir = v }),
 	read.str("CTXFLOW_DEMO_DOCS", "builtin", "`ctxflow dev`: the demo knowledge base, ingested once into a new data dir (tenant `default`; documents deleted later stay deleted): `builtin` (the pages of `demo/`, compiled in: 华为Mate60, Mate70, iPhone 15 and ctxflow itself, in Chinese and English), a file or directory as `ctxflow ingest` takes, or `off`", func(c *Config, v string) { c.DemoDocs = v }),
 	read.int("CTXFLOW_MAX_BODY_BYTES", "1048576", "largest HTTP request body accepted", atLeast(1024), func(c *Config, n int) { c.MaxBodyBytes = int64(n) }),
 	read.int("CTXFLOW_API_MAX_INFLIGHT", "512", "most `/v1` requests the API serves at once (streams and `?wait=true` turns included); one more is answered 429 `overloaded` with `Retry-After: 1`", atLeast(1), func(c *Config, n int) { c.MaxInFlight = n }),

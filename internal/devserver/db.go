@@ -80,49 +80,81 @@ func newMemoryDB() *dbConfig {
 }
 
 // openFileDB configures the database file at path, creating it with the
-// Temporal schema if it does not exist. The schema is written to a temporary
-// file that is renamed into place once complete, so a process killed during
-// set-up never leaves a half-initialised database behind.
+// Temporal schema if it does not exist.
 func openFileDB(path string) (*dbConfig, error) {
-	db := &dbConfig{sql: fileSQLConfig(path)}
-	// WAL with synchronous=NORMAL: a commit is durable once written to the
-	// WAL, which survives a killed process (only a power loss can drop the
-	// last commits), and no fsync is paid per commit.
-	db.sql.ConnectAttributes["journal_mode"] = "wal"
-	db.sql.ConnectAttributes["synchronous"] = "normal"
-	// Deleted rows are overwritten with zeros (an erased session's
-	// history leaves no bytes in the file; the worker's erase then
-	// truncates the write-ahead log, docs/operations.md).
-	db.sql.ConnectAttributes["secure_delete"] = "on"
-	// A connection that finds the database locked (by that truncation,
-	// in another process) waits for it instead of failing.
-	db.sql.ConnectAttributes["busy_timeout"] = "10000"
-
-	if _, err := os.Stat(path); err == nil {
-		return db, checkSameFile(path)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("check database file: %w", err)
+	if err := createOnce(path); err != nil {
+		return nil, err
 	}
+	return &dbConfig{sql: walSQLConfig(path)}, checkSameFile(path)
+}
 
+// openVisibilityDB configures the visibility records' own file at path,
+// creating it if it does not exist and create is set (a new data dir). On
+// a single connection a database runs one statement at a time, and a
+// visibility record is a costly one (its row has some sixty indexes): in a
+// file of its own it no longer holds up the history's writes (a qa turn's
+// child workflow writes two). A data dir created before this file keeps
+// its records in the main database: nil, as for any other store.
+func openVisibilityDB(path string, create bool) (*config.SQL, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !create {
+		return nil, nil
+	}
+	// The server's schema function creates both schemas: here only the
+	// visibility tables are used; the others stay empty.
+	if err := createOnce(path); err != nil {
+		return nil, err
+	}
+	return walSQLConfig(path), checkSameFile(path)
+}
+
+// createOnce creates the database file at path with the Temporal schema if
+// it does not exist. The schema is written to a temporary file that is
+// renamed into place once complete, so a process killed during set-up
+// never leaves a half-initialised database behind.
+func createOnce(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("check database file: %w", err)
+	}
 	stale, err := filepath.Glob(path + ".setup-*")
 	if err != nil {
-		return nil, fmt.Errorf("find leftover schema set-up files: %w", err)
+		return fmt.Errorf("find leftover schema set-up files: %w", err)
 	}
 	for _, f := range stale {
 		if err := os.Remove(f); err != nil {
-			return nil, fmt.Errorf("remove leftover schema set-up file: %w", err)
+			return fmt.Errorf("remove leftover schema set-up file: %w", err)
 		}
 	}
 	// A unique name: the SQLite plugin keeps connections open for the life
 	// of the process, keyed by file name.
 	tmp := path + ".setup-" + strconv.FormatUint(rand.Uint64(), 36)
 	if err := sqliteschema.SetupSchema(fileSQLConfig(tmp)); err != nil {
-		return nil, fmt.Errorf("create temporal schema in %s: %w", tmp, err)
+		return fmt.Errorf("create temporal schema in %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return nil, fmt.Errorf("move new database into place: %w", err)
+		return fmt.Errorf("move new database into place: %w", err)
 	}
-	return db, checkSameFile(path)
+	return nil
+}
+
+// walSQLConfig configures the server's connection to the database file at
+// path.
+func walSQLConfig(path string) *config.SQL {
+	c := fileSQLConfig(path)
+	// WAL with synchronous=NORMAL: a commit is durable once written to the
+	// WAL, which survives a killed process (only a power loss can drop the
+	// last commits), and no fsync is paid per commit.
+	c.ConnectAttributes["journal_mode"] = "wal"
+	c.ConnectAttributes["synchronous"] = "normal"
+	// Deleted rows are overwritten with zeros (an erased session's
+	// history leaves no bytes in the file; the worker's erase then
+	// truncates the write-ahead log, docs/operations.md).
+	c.ConnectAttributes["secure_delete"] = "on"
+	// A connection that finds the database locked (by that truncation,
+	// in another process) waits for it instead of failing.
+	c.ConnectAttributes["busy_timeout"] = "10000"
+	return c
 }
 
 // openedFiles maps the path of each database file used by this process to

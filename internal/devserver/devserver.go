@@ -34,6 +34,10 @@ const (
 	DefaultRetention  = 7 * 24 * time.Hour
 	// DatabaseFileName is the name of the SQLite file inside Options.DataDir.
 	DatabaseFileName = "temporal.db"
+	// VisibilityFileName is the SQLite file of the visibility records (the
+	// list of workflows and their search attributes) beside DatabaseFileName,
+	// in a data dir created with it (see openVisibilityDB).
+	VisibilityFileName = "visibility.db"
 )
 
 // systemNamespace is the server's own, there from its first start.
@@ -42,8 +46,10 @@ const systemNamespace = "temporal-system"
 // Options configures an embedded Temporal server. The zero value is usable:
 // an in-memory server on 127.0.0.1 with a free port, namespace "default", no UI.
 type Options struct {
-	// DataDir holds the SQLite database (DataDir/temporal.db); it is created if
-	// missing. Empty means an in-memory database that is lost on Stop.
+	// DataDir holds the SQLite databases (DataDir/temporal.db, and
+	// DataDir/visibility.db for the visibility records of a data dir
+	// created with it); it is created if missing. Empty means an in-memory
+	// database that is lost on Stop.
 	DataDir string
 	// Store, when set, replaces SQLite with a cluster's databases (see
 	// SQLStore; DataDir is then unused). Namespace, Retention and
@@ -196,10 +202,18 @@ func (s *Server) prepareDatabase(ctx context.Context, opts Options) (*dbConfig, 
 		return nil, err
 	}
 	s.lock = lock
-	db, err := openFileDB(filepath.Join(opts.DataDir, DatabaseFileName))
+	path := filepath.Join(opts.DataDir, DatabaseFileName)
+	_, err = os.Stat(path)
+	newDir := errors.Is(err, os.ErrNotExist)
+	visibility, err := openVisibilityDB(filepath.Join(opts.DataDir, VisibilityFileName), newDir)
 	if err != nil {
 		return nil, err
 	}
+	db, err := openFileDB(path)
+	if err != nil {
+		return nil, err
+	}
+	db.visibility = visibility
 	if db.shards, err = historyShards(ctx, db); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package devserver
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -191,8 +192,10 @@ func TestPersistentServer(t *testing.T) {
 	if s.Namespace() != DefaultNamespace {
 		t.Errorf("namespace: got %q", s.Namespace())
 	}
-	if _, err := os.Stat(dir + "/" + DatabaseFileName); err != nil {
-		t.Errorf("database file: %v", err)
+	for _, name := range []string{DatabaseFileName, VisibilityFileName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("database file: %v", err)
+		}
 	}
 
 	c := dial(t, s)
@@ -280,22 +283,7 @@ func TestPersistentServer(t *testing.T) {
 	}
 
 	// The search attributes are visible to list queries.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: `CtxTenant = "acme" AND CtxTurns = 1`,
-		})
-		if err != nil {
-			t.Fatalf("ListWorkflow: %v", err)
-		}
-		if len(resp.GetExecutions()) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("list by search attributes: got %d executions, want 1", len(resp.GetExecutions()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	listed(t, c, `CtxTenant = "acme" AND CtxTurns = 1`, 1)
 
 	// The Web UI serves its index page and proxies the API.
 	for _, path := range []string{"/", "/api/v1/namespaces/" + s.Namespace()} {
@@ -335,7 +323,86 @@ func TestPersistentServer(t *testing.T) {
 		}
 	}
 	checkSearchAttributes(t, c2, s2.Namespace(), ctxflowAttrs)
+	listed(t, c2, `CtxTenant = "acme"`, 1)
 	stop(t, s2)
+	// The records are in their own file, none in the main database.
+	if n := visibilityRows(t, filepath.Join(dir, VisibilityFileName), ""); n < 13 {
+		t.Errorf("%s holds %d visibility records, want the 13 workflows'", VisibilityFileName, n)
+	}
+	if n := visibilityRows(t, filepath.Join(dir, DatabaseFileName), ""); n != 0 {
+		t.Errorf("%s holds %d visibility records, want none", DatabaseFileName, n)
+	}
+}
+
+// TestDataDirBeforeVisibilityFile: a data dir made before
+// VisibilityFileName keeps its records in the main database, across
+// restarts, and lists its old workflows and new ones.
+func TestDataDirBeforeVisibilityFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := openFileDB(filepath.Join(dir, DatabaseFileName)); err != nil { // as the earlier versions did
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	for i := range 2 {
+		s := start(t, Options{DataDir: dir, SearchAttributes: ctxflowAttrs, Logger: quietLogger()})
+		c := dial(t, s)
+		stopWorker := runWorker(t, c)
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: fmt.Sprintf("old-dir-%d", i), TaskQueue: taskQueue,
+			TypedSearchAttributes: temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword("CtxTenant").ValueSet("old")),
+		}, greetWorkflow, "x")
+		if err == nil {
+			err = run.Get(ctx, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed(t, c, `CtxTenant = "old"`, i+1)
+		stopWorker()
+		c.Close()
+		stop(t, s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, VisibilityFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s in a data dir made before it: %v", VisibilityFileName, err)
+	}
+	if n := visibilityRows(t, filepath.Join(dir, DatabaseFileName), "old-dir-"); n != 2 {
+		t.Errorf("%s holds %d visibility records, want 2", DatabaseFileName, n)
+	}
+}
+
+// listed waits until query lists n workflows.
+func listed(t *testing.T, c client.Client, query string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := c.ListWorkflow(testContext(t), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			t.Fatalf("ListWorkflow: %v", err)
+		}
+		if len(resp.GetExecutions()) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d workflows listed, want %d", query, len(resp.GetExecutions()), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// visibilityRows counts the visibility records of the workflows whose id
+// starts with prefix in the SQLite file at path (of a stopped server).
+func visibilityRows(t *testing.T, path, prefix string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM executions_visibility WHERE workflow_id LIKE ? || '%'", prefix).Scan(&n); err != nil {
+		t.Fatalf("count visibility records in %s: %v", path, err)
+	}
+	return n
 }
 
 // TestInMemoryServer runs a workflow on a server without a data dir.
