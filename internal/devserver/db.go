@@ -101,10 +101,11 @@ func openVisibilityDB(path string, create bool) (*config.SQL, error) {
 	}
 	// The server's schema function creates both schemas: here only the
 	// visibility tables are used; the others stay empty.
-	if err := createOnce(path); err != nil {
+	db, err := openFileDB(path)
+	if err != nil {
 		return nil, err
 	}
-	return walSQLConfig(path), checkSameFile(path)
+	return db.sql, nil
 }
 
 // createOnce creates the database file at path with the Temporal schema if
