@@ -573,12 +573,23 @@ type SummarizeResult struct {
 	CacheHit bool `json:"cacheHit,omitempty"`
 	// More reports a backlog left for another call.
 	More bool `json:"more,omitempty"`
+	// TookMS is the call's own time in milliseconds (at least 1): made as
+	// an activity, the step's time in the workflow also holds the server's
+	// round trips (0 in results recorded before it was measured).
+	TookMS int64 `json:"tookMs,omitempty"`
 }
 
 // Summarize folds the messages older than the window into the running
 // summary with the chat model (incrementally: previous summary + new
 // messages), reusing a cached summary of the same branch prefix.
 func (a *Session) Summarize(ctx context.Context, in SummarizeInput) (SummarizeResult, error) {
+	start := time.Now()
+	res, err := a.summarize(ctx, in)
+	res.TookMS = max(time.Since(start).Milliseconds(), 1)
+	return res, err
+}
+
+func (a *Session) summarize(ctx context.Context, in SummarizeInput) (SummarizeResult, error) {
 	cfg, window := in.Config, FoldWindow(in.Window, in.Config)
 	if in.Force { // fold everything but the newest round
 		cfg.ThresholdMessages, cfg.ThresholdTokens = 1, 0

@@ -138,7 +138,9 @@ func TestRecordFastModelHistory(t *testing.T) {
 
 // TestRecordSummaryHistory records a session of a fast model with a
 // two-round window, whose running summary is made as an activity the first
-// time and in the workflow task of the turn that made it due after that.
+// time and in the workflow task of the turn that made it due after that,
+// each timed by its own call ("summary-own-time";
+// session_summary_in_task.json was recorded before it, timed by its step).
 // Same switch as TestRecordHistory.
 func TestRecordSummaryHistory(t *testing.T) {
 	s, ctx := recordingStack(t, stackOptions{limits: workflows.Limits{IdleTTL: 3 * time.Second}})
@@ -166,7 +168,7 @@ func TestRecordSummaryHistory(t *testing.T) {
 		t.Fatalf("no summary made in the workflow task: %+v", st.Recent)
 	}
 	time.Sleep(5 * time.Second) // past the idle TTL
-	writeHistory(t, ctx, s, workflows.SessionWorkflowID(workflows.DefaultTenant, "sum"), "", "testdata/session_summary_in_task.json")
+	writeHistory(t, ctx, s, workflows.SessionWorkflowID(workflows.DefaultTenant, "sum"), "", "testdata/session_summary_own_time.json")
 }
 
 // TestRecordQAHistory records a session on the qa route (a turn through the

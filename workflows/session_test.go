@@ -114,12 +114,19 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, newStore(t))
+}
+
+// newStore opens a transcript store in a temporary folder, closed when the
+// test ends.
+func newStore(t *testing.T) *transcript.FileStore {
+	t.Helper()
 	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	return newHarnessWith(t, store)
+	return store
 }
 
 // newHarnessWith builds a harness on store; each extra function may change
@@ -507,6 +514,40 @@ func TestFastSummaryRunsInTheWorkflowTask(t *testing.T) {
 				t.Errorf("the last turn's view has no summary: %+v", last[:2])
 			}
 		})
+	}
+}
+
+// TestSummaryIsTimedByItsOwnCall: a summary made as an activity is timed
+// by the call itself, not by its step in the workflow, which also holds the
+// server's round trips: here each summary reaches the workflow 200 ms
+// (a loaded server) after it was asked for, while the call takes a few
+// milliseconds, and the summaries after the first are made in the workflow
+// task. Timed by their steps, all five were activities.
+func TestSummaryIsTimedByItsOwnCall(t *testing.T) {
+	h := newHarnessWith(t, newStore(t), func(sess *activities.Session, env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(sess.Summarize, mock.Anything, mock.Anything).After(200 * time.Millisecond).Return(sess.Summarize)
+	})
+	for i := range 7 {
+		h.update(time.Duration(i+1)*time.Second, workflows.TurnRequest{TurnID: fmt.Sprintf("t-%d", i), Question: fmt.Sprintf("q%d", i)})
+	}
+	in := h.inputTwoRounds()
+	in.Limits.FastModel = 500 * time.Millisecond
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowName, in)
+
+	st := h.state(t)
+	var got []string
+	for _, r := range st.Recent {
+		for _, s := range r.Steps {
+			if s.Name == "summarize" {
+				got = append(got, map[bool]string{true: "t", false: "a"}[s.Details["inWorkflowTask"] == true])
+			}
+		}
+	}
+	if strings.Join(got, ",") != "a,t,t,t,t" {
+		t.Errorf("summaries made %s, want a,t,t,t,t (t in the workflow task, a an activity)", strings.Join(got, ","))
+	}
+	if st.SummaryMS <= 0 || st.SummaryMS >= 50 {
+		t.Errorf("summary time %v ms, want the calls' own (under 50)", st.SummaryMS)
 	}
 }
 
