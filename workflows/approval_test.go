@@ -15,7 +15,6 @@ import (
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/tiktoken"
-	"github.com/ctxflow/ctxflow/activities/transcript"
 	"github.com/ctxflow/ctxflow/convo"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -32,11 +31,7 @@ type approvalHarness struct {
 
 func newApprovalHarness(t *testing.T, plan func(n int, req activities.PlanRequest) activities.PlanStep) *approvalHarness {
 	t.Helper()
-	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := newStore(t)
 	tok, err := tiktoken.New("cl100k_base")
 	if err != nil {
 		t.Fatal(err)

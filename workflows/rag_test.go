@@ -17,7 +17,6 @@ import (
 
 	"github.com/ctxflow/ctxflow/activities"
 	"github.com/ctxflow/ctxflow/activities/offline"
-	"github.com/ctxflow/ctxflow/activities/transcript"
 	"github.com/ctxflow/ctxflow/lexical"
 	"github.com/ctxflow/ctxflow/workflows"
 )
@@ -418,11 +417,7 @@ func TestCorrectiveEmptyKnowledgeBase(t *testing.T) {
 // small talk take the qa route through the corrective child workflow.
 func newQAHarness(t *testing.T, kb *fakeKB, rw *scriptedRewrites) *harness {
 	t.Helper()
-	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := newStore(t)
 	return newHarnessWith(t, store, func(s *activities.Session, env *testsuite.TestWorkflowEnvironment) {
 		s.Knowledge, s.SmallTalk, s.Rewriter = kb, lexical.SmallTalk{}, lexical.Rewriter{}
 		env.RegisterWorkflowWithOptions(workflows.CorrectiveRAGWorkflow, workflow.RegisterOptions{Name: workflows.CorrectiveRAGWorkflowName})

@@ -924,11 +924,7 @@ func ids(msgs []convo.Message) []string {
 // next question hangs below it instead of beside it.
 func TestSummaryStoredByALostTaskIsAdopted(t *testing.T) {
 	var sess *activities.Session
-	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := newStore(t)
 	h := newHarnessWith(t, store, func(s *activities.Session, _ *testsuite.TestWorkflowEnvironment) { sess = s })
 	in := h.inputTwoRounds()
 	cfg, err := workflows.DefaultSessionConfig().Merge(in.Config)

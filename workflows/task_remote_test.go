@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ctxflow/ctxflow/activities"
-	"github.com/ctxflow/ctxflow/activities/transcript"
 	"github.com/ctxflow/ctxflow/workflows"
 )
 
@@ -61,11 +60,7 @@ func (s *remoteSource) called(name string) int {
 // as its tool's annotations allow (read-only: 3 times) and then observed;
 // the task finishes.
 func TestTaskRemoteTools(t *testing.T) {
-	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := newStore(t)
 	ro := activities.ToolPolicy{Timeout: 5 * time.Second, ReadOnly: true}
 	spec := func(name string) activities.ToolSpec {
 		return activities.ToolSpec{Name: name, Parameters: json.RawMessage(`{"type":"object"}`)}

@@ -100,11 +100,7 @@ func newTaskHarness(t *testing.T, plan func(n int, req activities.PlanRequest) a
 // newTaskHarnessWith is a task harness whose steps planner plans.
 func newTaskHarnessWith(t *testing.T, planner activities.Planner) *taskHarness {
 	t.Helper()
-	store, err := transcript.Open(transcript.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := newStore(t)
 	tok, err := tiktoken.New("cl100k_base")
 	if err != nil {
 		t.Fatal(err)
